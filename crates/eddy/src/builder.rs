@@ -1,0 +1,174 @@
+//! [`Builder`]: how a runtime is configured and its worker threads started.
+
+use std::fmt;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
+use crate::runtime::Runtime;
+use crate::shared::{Config, Shared, WorkerSlot};
+use crate::worker::Worker;
+
+/// asyncio's default `slow_callback_duration`.
+const DEFAULT_SLOW_CALLBACK: Duration = Duration::from_millis(100);
+
+/// Configures and builds a [`Runtime`].
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = eddy::Builder::new()
+///     .workers(2)
+///     .thread_name("my-app-worker")
+///     .debug(true)
+///     .slow_callback_duration(Duration::from_millis(50))
+///     .exception_handler(|ctx: &eddy::ExceptionContext| eprintln!("oops: {ctx}"))
+///     .build()?;
+/// assert_eq!(rt.block_on(async { 1 }), 1);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Builder {
+    workers: Option<usize>,
+    thread_name: String,
+    debug: Option<bool>,
+    slow_callback_duration: Duration,
+    handler: Option<Arc<HandlerFn>>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("thread_name", &self.thread_name)
+            .field("debug", &self.debug)
+            .field("slow_callback_duration", &self.slow_callback_duration)
+            .field("exception_handler", &self.handler.is_some())
+            .finish()
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults: one worker per CPU (`num_cpus::get()`), threads named
+    /// `eddy-worker-N`, debug mode from the `EDDY_DEBUG` environment variable, a 100 ms slow
+    /// callback threshold, and an exception handler that logs through `tracing`.
+    pub fn new() -> Self {
+        Builder {
+            workers: None,
+            thread_name: "eddy-worker".to_string(),
+            debug: None,
+            slow_callback_duration: DEFAULT_SLOW_CALLBACK,
+            handler: None,
+        }
+    }
+
+    /// Sets the number of worker threads. `0` makes [`build`](Builder::build) fail with
+    /// `InvalidInput`.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Sets the prefix of the worker threads' names (the worker index is appended).
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Turns debug mode on or off (default: on when `EDDY_DEBUG=1` is set). In debug mode a
+    /// callback or task poll that runs longer than
+    /// [`slow_callback_duration`](Builder::slow_callback_duration) is reported through
+    /// `tracing` (target `eddy::slow_callback`) with its duration and where it was scheduled.
+    pub fn debug(mut self, on: bool) -> Self {
+        self.debug = Some(on);
+        self
+    }
+
+    /// The threshold for slow-callback reports in debug mode (default 100 ms).
+    pub fn slow_callback_duration(mut self, d: Duration) -> Self {
+        self.slow_callback_duration = d;
+        self
+    }
+
+    /// Sets the exception handler: called with an [`ExceptionContext`] for every panic in a
+    /// callback, and for every task panic nobody retrieved. It runs on the thread that met
+    /// the error; a panic inside the handler is caught and logged.
+    pub fn exception_handler<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&ExceptionContext) + Send + Sync + 'static,
+    {
+        self.handler = Some(Arc::new(f));
+        self
+    }
+
+    /// Starts the worker threads and returns the runtime.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` if `workers(0)` was asked for; any error from creating a worker's
+    /// poller (epoll and eventfd) or spawning its thread.
+    pub fn build(self) -> io::Result<Runtime> {
+        let n = self.workers.unwrap_or_else(num_cpus::get);
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an eddy runtime needs at least one worker (Builder::workers(0) was given)",
+            ));
+        }
+        if n > u16::MAX as usize / 2 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("too many workers: {n}"),
+            ));
+        }
+        let debug = self.debug.unwrap_or_else(|| {
+            std::env::var("EDDY_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0")
+        });
+        let epoch = Instant::now();
+        let queues: Vec<crossbeam_deque::Worker<crate::shared::Job>> = (0..n)
+            .map(|_| crossbeam_deque::Worker::new_fifo())
+            .collect();
+        let slots = queues
+            .iter()
+            .map(|q| WorkerSlot::new(q.stealer(), epoch))
+            .collect::<io::Result<Box<[_]>>>()?;
+        let config = Config {
+            debug,
+            slow_callback_duration: self.slow_callback_duration,
+        };
+        let shared = Arc::new(Shared::new(
+            slots,
+            ExceptionHandler::new(self.handler),
+            config,
+            epoch,
+        ));
+        let mut threads = Vec::with_capacity(n);
+        for (index, queue) in queues.into_iter().enumerate() {
+            let shared2 = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-{index}", self.thread_name))
+                .spawn(move || Rc::new(Worker::new(index, shared2, queue)).run_thread());
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    // Stop the workers we did start before reporting.
+                    shared.close();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime::from_parts(shared, threads))
+    }
+}

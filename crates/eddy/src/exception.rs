@@ -1,0 +1,211 @@
+//! The runtime's exception handler: where panics in callbacks and tasks go.
+//!
+//! asyncio never lets an exception raised by a callback escape the loop: it hands it to
+//! `loop.call_exception_handler(context)` with a context map. eddy does the same with
+//! [`ExceptionContext`]. A panic is caught at the job boundary by the worker (callbacks) or by
+//! the task cell (tasks), turned into a context and given to the handler set with
+//! [`Builder::exception_handler`](crate::Builder::exception_handler); the default handler logs
+//! it through `tracing` at error level.
+//!
+//! Invariant: a handler that panics itself is caught too and logged, so no panic of any kind
+//! can unwind through a worker's loop.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe, Location};
+use std::sync::Arc;
+
+use crate::task::TaskId;
+
+/// The type of a user exception handler.
+pub(crate) type HandlerFn = dyn Fn(&ExceptionContext) + Send + Sync + 'static;
+
+/// What the runtime knows about an error it could not hand to anyone else.
+///
+/// This is the Rust shape of asyncio's exception-handler context map: a message, the panic
+/// text, the task involved (if any) and the place in the source where the failing callback or
+/// task was scheduled.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let rt = eddy::Builder::new()
+///     .workers(1)
+///     .exception_handler(move |ctx: &eddy::ExceptionContext| {
+///         log.lock().unwrap().push(ctx.panic_message().unwrap_or("").to_string());
+///     })
+///     .build()?;
+/// rt.block_on(async {
+///     eddy::call_soon(|| panic!("boom"));
+///     eddy::time::sleep(std::time::Duration::from_millis(50)).await;
+/// });
+/// assert_eq!(seen.lock().unwrap().as_slice(), ["boom"]);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExceptionContext {
+    message: String,
+    panic_message: Option<String>,
+    task_id: Option<TaskId>,
+    location: Option<&'static Location<'static>>,
+}
+
+impl ExceptionContext {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        ExceptionContext {
+            message: message.into(),
+            panic_message: None,
+            task_id: None,
+            location: None,
+        }
+    }
+
+    pub(crate) fn with_panic(mut self, payload: &(dyn Any + Send)) -> Self {
+        self.panic_message = Some(panic_message(payload));
+        self
+    }
+
+    pub(crate) fn with_panic_text(mut self, text: String) -> Self {
+        self.panic_message = Some(text);
+        self
+    }
+
+    pub(crate) fn with_task(mut self, id: TaskId) -> Self {
+        self.task_id = Some(id);
+        self
+    }
+
+    pub(crate) fn with_location(mut self, location: &'static Location<'static>) -> Self {
+        self.location = Some(location);
+        self
+    }
+
+    /// What went wrong, in asyncio's words (for example `"Exception in callback"` or
+    /// `"Task exception was never retrieved"`).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The panic's message, when the error was a panic with a string payload.
+    pub fn panic_message(&self) -> Option<&str> {
+        self.panic_message.as_deref()
+    }
+
+    /// The task that failed, when the error came from a task.
+    pub fn task_id(&self) -> Option<TaskId> {
+        self.task_id
+    }
+
+    /// Where the failing callback or task was scheduled (`call_soon`, `spawn`, ...).
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        self.location
+    }
+}
+
+impl fmt::Display for ExceptionContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(id) = self.task_id {
+            write!(f, " ({id})")?;
+        }
+        if let Some(loc) = self.location {
+            write!(f, ", scheduled at {loc}")?;
+        }
+        if let Some(msg) = &self.panic_message {
+            write!(f, ": {msg}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Turns a panic payload into text: `&str` and `String` payloads as they are, others as a
+/// placeholder (what std's own panic hook prints too).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "Box<dyn Any>".to_string()
+    }
+}
+
+/// The exception handler of one runtime: the user's, or the default that logs.
+#[derive(Clone)]
+pub(crate) struct ExceptionHandler {
+    user: Option<Arc<HandlerFn>>,
+}
+
+impl ExceptionHandler {
+    pub(crate) fn new(user: Option<Arc<HandlerFn>>) -> Self {
+        ExceptionHandler { user }
+    }
+
+    /// Calls the handler. Never unwinds: a panicking handler is logged and forgotten.
+    pub(crate) fn call(&self, ctx: &ExceptionContext) {
+        match &self.user {
+            None => default_handler(ctx),
+            Some(user) => {
+                if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| user(ctx))) {
+                    tracing::error!(
+                        "the exception handler panicked ({}) while handling: {ctx}",
+                        panic_message(&*payload)
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for ExceptionHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExceptionHandler")
+            .field("custom", &self.user.is_some())
+            .finish()
+    }
+}
+
+fn default_handler(ctx: &ExceptionContext) {
+    tracing::error!(
+        message = ctx.message(),
+        task = ctx.task_id().map(|t| t.as_u64()),
+        location = ctx.location().map(|l| l.to_string()),
+        panic = ctx.panic_message(),
+        "{ctx}"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_text() {
+        let a: Box<dyn Any + Send> = Box::new("static");
+        let b: Box<dyn Any + Send> = Box::new(String::from("owned"));
+        let c: Box<dyn Any + Send> = Box::new(7u32);
+        assert_eq!(panic_message(&*a), "static");
+        assert_eq!(panic_message(&*b), "owned");
+        assert_eq!(panic_message(&*c), "Box<dyn Any>");
+    }
+
+    #[test]
+    fn panicking_handler_is_contained() {
+        let h = ExceptionHandler::new(Some(Arc::new(|_: &ExceptionContext| panic!("inner"))));
+        h.call(&ExceptionContext::new("outer"));
+    }
+
+    #[test]
+    fn display_names_everything() {
+        let ctx = ExceptionContext::new("Exception in callback")
+            .with_panic_text("boom".into())
+            .with_location(Location::caller());
+        let text = ctx.to_string();
+        assert!(text.starts_with("Exception in callback, scheduled at "));
+        assert!(text.ends_with(": boom"));
+    }
+}

@@ -1,0 +1,245 @@
+//! [`RuntimeHandle`]: submitting work to a runtime from any thread.
+
+use std::error::Error;
+use std::fmt;
+use std::future::Future;
+use std::panic::Location;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::callback::{Callback, CallbackCell, Handle, TimerHandle};
+use crate::context;
+use crate::shared::Shared;
+use crate::task::{self, Task};
+use crate::timer::deadline_after;
+
+/// The error of submitting work to a runtime that has shut down.
+///
+/// # Examples
+///
+/// ```
+/// let rt = eddy::Runtime::new()?;
+/// let h = rt.handle();
+/// drop(rt);
+/// let err = h.call_soon_threadsafe(|| ()).unwrap_err();
+/// assert_eq!(err.to_string(), "event loop is closed");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+impl fmt::Display for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("event loop is closed")
+    }
+}
+
+impl Error for Closed {}
+
+/// A cheap, cloneable handle to a runtime, usable from any thread: threads the runtime did
+/// not create can submit callbacks, timers and tasks through it.
+///
+/// Submissions from a worker of the same runtime go to that worker's own queue; from any
+/// other thread they go through the global injector and wake one parked worker (through its
+/// eventfd), and only when no worker is already awake and searching.
+///
+/// # Examples
+///
+/// ```
+/// let rt = eddy::Runtime::new()?;
+/// let handle = rt.handle();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// std::thread::spawn(move || {
+///     handle.call_soon_threadsafe(move || tx.send("hello from a callback").unwrap()).unwrap();
+/// });
+/// assert_eq!(rx.recv().unwrap(), "hello from a callback");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for RuntimeHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeHandle")
+            .field("workers", &self.shared.workers.len())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl RuntimeHandle {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        RuntimeHandle { shared }
+    }
+
+    /// The handle of the runtime this thread belongs to (a worker, or inside `block_on`).
+    ///
+    /// # Panics
+    ///
+    /// Panics with "no eddy runtime on this thread" elsewhere; see
+    /// [`try_current`](RuntimeHandle::try_current).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let h = eddy::RuntimeHandle::current();
+    ///     assert!(!h.is_closed());
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn current() -> RuntimeHandle {
+        Self::try_current().unwrap_or_else(|| {
+            panic!("no eddy runtime on this thread: RuntimeHandle::current() needs a worker thread or block_on")
+        })
+    }
+
+    /// The handle of the runtime this thread belongs to, or `None`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(eddy::RuntimeHandle::try_current().is_none());
+    /// ```
+    pub fn try_current() -> Option<RuntimeHandle> {
+        context::current_shared().map(RuntimeHandle::new)
+    }
+
+    /// Spawns a future on the runtime from any thread.
+    ///
+    /// If the runtime has shut down, the future is dropped and the returned task resolves to
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = eddy::Runtime::new()?;
+    /// let task = rt.handle().spawn(async { "done" });
+    /// assert_eq!(rt.block_on(task).unwrap(), "done");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn spawn<F>(&self, future: F) -> Task<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        task::spawn_stealable(&self.shared, future, Location::caller())
+    }
+
+    /// Schedules `f` to run on the runtime soon, from any thread (asyncio's
+    /// `call_soon_threadsafe`).
+    ///
+    /// # Errors
+    ///
+    /// [`Closed`] if the runtime has shut down; `f` is then dropped, never run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = eddy::Runtime::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// rt.handle().call_soon_threadsafe(move || tx.send(1).unwrap())?;
+    /// assert_eq!(rx.recv()?, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn call_soon_threadsafe<F>(&self, f: F) -> Result<Handle, Closed>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        if self.is_closed() {
+            return Err(Closed);
+        }
+        let cell: Arc<dyn Callback> = CallbackCell::new(f, Location::caller());
+        context::submit_callback(&self.shared, cell.clone());
+        if self.is_closed() {
+            // Lost the race with shutdown: the cell was cancelled by whoever drained it.
+            return Err(Closed);
+        }
+        Ok(Handle { cell })
+    }
+
+    /// Schedules `f` to run after `delay`, from any thread. Huge delays never fire.
+    ///
+    /// # Errors
+    ///
+    /// [`Closed`] if the runtime has shut down; `f` is dropped, never run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// rt.handle().call_later(Duration::from_millis(10), move || tx.send(()).unwrap())?;
+    /// rx.recv()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn call_later<F>(&self, delay: Duration, f: F) -> Result<TimerHandle, Closed>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.call_at_inner(deadline_after(delay), f, Location::caller())
+    }
+
+    /// Schedules `f` to run at `when`, from any thread. A past deadline runs at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Closed`] if the runtime has shut down; `f` is dropped, never run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = eddy::Runtime::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// rt.handle().call_at(eddy::time(), move || tx.send(()).unwrap())?;
+    /// rx.recv()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[track_caller]
+    pub fn call_at<F>(&self, when: Instant, f: F) -> Result<TimerHandle, Closed>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.call_at_inner(when, f, Location::caller())
+    }
+
+    fn call_at_inner<F>(
+        &self,
+        when: Instant,
+        f: F,
+        location: &'static Location<'static>,
+    ) -> Result<TimerHandle, Closed>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        if self.is_closed() {
+            return Err(Closed);
+        }
+        let timer = context::submit_timer(&self.shared, when, CallbackCell::new(f, location));
+        if self.is_closed() {
+            // Shutdown may have drained the heaps before our push: cancel it ourselves.
+            timer.cancel();
+            return Err(Closed);
+        }
+        Ok(timer)
+    }
+
+    /// Makes [`Runtime::run_forever`](crate::Runtime::run_forever) return. Callable from any
+    /// thread, task or callback. It does not shut the runtime down.
+    pub fn stop(&self) {
+        self.shared.stop();
+    }
+
+    /// True once the runtime has shut down (or is shutting down).
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+}

@@ -1,0 +1,66 @@
+//! # eddy
+//!
+//! A multi-threaded, work-stealing task executor in which **every worker thread is an
+//! asyncio-style event loop**.
+//!
+//! * Each worker runs asyncio's `_run_once` cycle (tidy timers, wait, move due timers, run
+//!   what is ready) over its own ready queue, timer heap and poller.
+//! * Idle workers steal batches of work from their siblings.
+//! * Any thread, including threads the runtime never saw, can hand work in with
+//!   [`RuntimeHandle::call_soon_threadsafe`] or [`RuntimeHandle::spawn`]: it goes through a
+//!   global injector and wakes one parked worker through its eventfd.
+//! * You get asyncio's callback API ([`call_soon`], [`call_later`], [`call_at`], cancellable
+//!   [`Handle`] and [`TimerHandle`], an exception handler, debug mode with slow-callback
+//!   reports) next to Rust futures ([`spawn`], [`spawn_local`], [`Task`],
+//!   [`Runtime::block_on`]).
+//! * A worker stuck in a long callback does not strand its timers: a sibling fires them.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let rt = eddy::Builder::new().workers(2).build()?;
+//! let total = rt.block_on(async {
+//!     // A callback, asyncio style.
+//!     let (tx, rx) = async_channel::bounded(1);
+//!     eddy::call_later(Duration::from_millis(5), move || {
+//!         tx.try_send("timer fired").unwrap();
+//!     });
+//!     assert_eq!(rx.recv().await.unwrap(), "timer fired");
+//!
+//!     // Futures, Rust style.
+//!     let tasks: Vec<_> = (0..10u64).map(|i| eddy::spawn(async move { i * i })).collect();
+//!     let mut total = 0;
+//!     for t in tasks {
+//!         total += t.await.unwrap();
+//!     }
+//!     total
+//! });
+//! assert_eq!(total, 285);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! The design, with a picture of the threads, queues and wake paths, is in
+//! `docs/architecture.md`.
+
+#![warn(missing_docs)]
+
+mod builder;
+mod callback;
+mod context;
+mod exception;
+mod handle;
+mod runtime;
+mod shared;
+mod task;
+mod timer;
+mod worker;
+
+pub mod time;
+
+pub use builder::Builder;
+pub use callback::{Handle, TimerHandle};
+pub use context::{call_at, call_later, call_soon, spawn, spawn_local, time};
+pub use exception::ExceptionContext;
+pub use handle::{Closed, RuntimeHandle};
+pub use runtime::Runtime;
+pub use task::{yield_now, Task, TaskError, TaskId, TaskPanic, YieldNow};

@@ -1,0 +1,374 @@
+//! Runtime-wide state, and every path by which work enters a worker.
+//!
+//! [`Shared`] is what all workers, handles and task cells of one runtime point to. It owns:
+//!
+//! * one [`WorkerSlot`] per worker: the `Stealer` of its ready queue, its `Poller` (used to
+//!   park and to be woken), its timer heap, and the inbox for its pinned tasks;
+//! * the global `Injector`, fed by threads that are not workers of this runtime;
+//! * the idle bookkeeping ([`Idle`]) that decides whom to wake;
+//! * the task registry, exception handler and configuration.
+//!
+//! The wake paths (also drawn in docs/architecture.md):
+//!
+//! | submitter                    | goes to                        | wakes                      |
+//! |------------------------------|--------------------------------|----------------------------|
+//! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches |
+//! | any other thread             | the `Injector`                 | one parked worker, only if nobody searches |
+//! | waking a pinned task remotely| the owner's inbox              | the owner, if it is parked |
+//! | a timer that became earliest | that worker's heap             | the owner if parked; else a parked sibling that would oversleep it (stuck-worker watch) |
+//!
+//! Shutdown: `close` sets `closed`, wakes every worker, and later `drain` empties what no
+//! worker owns. A submitter that loses the race with shutdown drains what it pushed itself,
+//! so nothing is stranded in a queue of a dead runtime (which would also leak it: queued
+//! tasks point back to `Shared`).
+
+use std::fmt;
+use std::sync::atomic::{self, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_task::ScheduleInfo;
+use crossbeam_deque::{Injector, Steal, Stealer};
+use parking_lot::{Condvar, Mutex};
+use polling::Poller;
+
+use crate::callback::Callback;
+use crate::context;
+use crate::exception::ExceptionHandler;
+use crate::task::registry::TaskRegistry;
+use crate::task::Runnable;
+use crate::timer::{TimerAction, TimerQueue};
+use crate::worker::idle::Idle;
+
+/// How long past its deadline a timer may wait for its own (busy) worker before a sibling
+/// fires it. Siblings check about this often while a worker is busy, which bounds the
+/// lateness of timers on a stuck worker to a few milliseconds (the brief asks for ~10 ms).
+pub(crate) const STUCK_TIMER_GRACE: Duration = Duration::from_millis(2);
+
+/// `WorkerSlot::park_deadline` of a worker that is awake.
+pub(crate) const AWAKE: u64 = 0;
+
+/// One unit of work on a ready queue.
+pub(crate) enum Job {
+    /// Poll a task once.
+    Task(Runnable),
+    /// Run a callback (a cancelled one is skipped).
+    Callback(Arc<dyn Callback>),
+}
+
+impl Job {
+    /// Disposes of a job that will never run because the runtime closed: a task is run once
+    /// so that its cell sees the closed runtime and drops the future; a callback is cancelled,
+    /// which drops its closure.
+    pub(crate) fn discard(self) {
+        match self {
+            Job::Task(r) => {
+                r.run();
+            }
+            Job::Callback(c) => {
+                c.cancel();
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Job::Task(r) => write!(f, "Task({})", r.metadata().id),
+            Job::Callback(c) => write!(f, "Callback({})", c.location()),
+        }
+    }
+}
+
+/// Settings fixed at build time.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) debug: bool,
+    pub(crate) slow_callback_duration: Duration,
+}
+
+/// The parts of one worker that other threads may touch.
+#[derive(Debug)]
+pub(crate) struct WorkerSlot {
+    pub(crate) stealer: Stealer<Job>,
+    pub(crate) poller: Poller,
+    pub(crate) timers: Arc<TimerQueue>,
+    /// Pinned tasks woken from other threads, waiting to be moved to the owner's queue.
+    pub(crate) inbox: Injector<Runnable>,
+    /// `AWAKE`, or (while parked) the deadline it sleeps until in the timer heaps' nanosecond
+    /// scale, `u64::MAX` for "until notified".
+    pub(crate) park_deadline: AtomicU64,
+}
+
+impl WorkerSlot {
+    pub(crate) fn new(stealer: Stealer<Job>, epoch: Instant) -> std::io::Result<Self> {
+        Ok(WorkerSlot {
+            stealer,
+            poller: Poller::new()?,
+            timers: Arc::new(TimerQueue::new(epoch)),
+            inbox: Injector::new(),
+            park_deadline: AtomicU64::new(AWAKE),
+        })
+    }
+
+    pub(crate) fn is_parked(&self) -> bool {
+        self.park_deadline.load(Ordering::SeqCst) != AWAKE
+    }
+
+    /// Wakes the worker from `Poller::wait` (or makes its next wait return at once).
+    pub(crate) fn notify(&self) {
+        if let Err(e) = self.poller.notify() {
+            tracing::error!("failed to wake an eddy worker: {e}");
+        }
+    }
+}
+
+/// State shared by everything that belongs to one runtime.
+pub(crate) struct Shared {
+    pub(crate) workers: Box<[WorkerSlot]>,
+    pub(crate) injector: Injector<Job>,
+    pub(crate) idle: Idle,
+    pub(crate) registry: TaskRegistry,
+    pub(crate) handler: ExceptionHandler,
+    pub(crate) config: Config,
+    pub(crate) epoch: Instant,
+    closed: AtomicBool,
+    next_task_id: AtomicU64,
+    /// Round-robin choice of heap for timers scheduled from outside the workers.
+    next_remote_timer: AtomicUsize,
+    /// `run_forever` waits here for `stop()`.
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    /// Workers that have left their loop; shutdown waits on it.
+    exited: Mutex<usize>,
+    exited_cv: Condvar,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("workers", &self.workers.len())
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        workers: Box<[WorkerSlot]>,
+        handler: ExceptionHandler,
+        config: Config,
+        epoch: Instant,
+    ) -> Self {
+        let n = workers.len();
+        Shared {
+            workers,
+            injector: Injector::new(),
+            idle: Idle::new(n),
+            registry: TaskRegistry::new(),
+            handler,
+            config,
+            epoch,
+            closed: AtomicBool::new(false),
+            next_task_id: AtomicU64::new(1),
+            next_remote_timer: AtomicUsize::new(0),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            exited: Mutex::new(0),
+            exited_cv: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn next_task_id(&self) -> u64 {
+        self.next_task_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    // ----- submission ---------------------------------------------------------------------
+
+    /// Schedule function of stealable tasks (called by `async-task` on every wake).
+    pub(crate) fn schedule_task(runnable: Runnable, info: ScheduleInfo) {
+        let runnable = match context::push_if_worker_of(runnable, info) {
+            None => return,
+            Some(r) => r,
+        };
+        let shared = runnable.metadata().shared.clone();
+        shared.push_remote(Job::Task(runnable));
+    }
+
+    /// Schedule function of pinned tasks: to the owner's queue if we are the owner, else to
+    /// its inbox.
+    pub(crate) fn schedule_pinned(runnable: Runnable) {
+        let runnable = match context::push_pinned_if_owner(runnable) {
+            None => return,
+            Some(r) => r,
+        };
+        let shared = runnable.metadata().shared.clone();
+        let owner = runnable
+            .metadata()
+            .owner
+            .expect("pinned task without owner");
+        if shared.is_closed() {
+            // The owner is gone or going: a `!Send` future must not be dropped here.
+            std::mem::forget(runnable);
+            return;
+        }
+        let slot = &shared.workers[owner];
+        slot.inbox.push(runnable);
+        atomic::fence(Ordering::SeqCst);
+        if slot.is_parked() {
+            slot.notify();
+        }
+    }
+
+    /// Pushes a job from a thread that is not a worker of this runtime, and wakes a worker.
+    pub(crate) fn push_remote(&self, job: Job) {
+        if self.is_closed() {
+            job.discard();
+            return;
+        }
+        self.injector.push(job);
+        atomic::fence(Ordering::SeqCst);
+        if self.is_closed() {
+            self.drain_injector();
+        } else {
+            self.wake_idle();
+        }
+    }
+
+    /// Wakes one parked worker if the idle rules say so.
+    #[inline]
+    pub(crate) fn wake_idle(&self) {
+        if let Some(index) = self.idle.worker_to_wake() {
+            self.workers[index].notify();
+        }
+    }
+
+    /// True if any queue a searcher could take from holds work.
+    pub(crate) fn has_stealable_work(&self) -> bool {
+        !self.injector.is_empty() || self.workers.iter().any(|w| !w.stealer.is_empty())
+    }
+
+    // ----- timers -------------------------------------------------------------------------
+
+    /// A heap for a timer scheduled by a thread that is not a worker.
+    pub(crate) fn remote_timer_target(&self) -> usize {
+        self.next_remote_timer.fetch_add(1, Ordering::Relaxed) % self.workers.len()
+    }
+
+    /// Puts a timer on worker `target`'s heap and makes sure somebody will be awake for it:
+    /// the owner if it sleeps, or else (the owner is busy and might stay busy) a parked
+    /// sibling whose sleep would outlast the deadline plus the stuck-timer grace.
+    pub(crate) fn add_timer(&self, target: usize, when: Instant, action: TimerAction) {
+        let slot = &self.workers[target];
+        if !slot.timers.push(when, action) {
+            return;
+        }
+        atomic::fence(Ordering::SeqCst);
+        if slot.is_parked() {
+            slot.notify();
+            return;
+        }
+        let watch = slot
+            .timers
+            .nanos(when)
+            .saturating_add(STUCK_TIMER_GRACE.as_nanos() as u64);
+        let sleeper = self
+            .workers
+            .iter()
+            .enumerate()
+            .find(|(i, w)| *i != target && w.park_deadline.load(Ordering::SeqCst) > watch);
+        if let Some((_, w)) = sleeper {
+            w.notify();
+        }
+    }
+
+    // ----- run_forever / stop -------------------------------------------------------------
+
+    pub(crate) fn stop(&self) {
+        *self.stop.lock() = true;
+        self.stop_cv.notify_all();
+    }
+
+    /// Blocks until `stop()` was called, then clears the request.
+    pub(crate) fn wait_for_stop(&self) {
+        let mut stopped = self.stop.lock();
+        while !*stopped {
+            self.stop_cv.wait(&mut stopped);
+        }
+        *stopped = false;
+    }
+
+    // ----- shutdown -----------------------------------------------------------------------
+
+    /// Marks the runtime closed and wakes every worker so that it leaves its loop.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        atomic::fence(Ordering::SeqCst);
+        for w in self.workers.iter() {
+            w.notify();
+        }
+    }
+
+    /// Called by each worker thread as its very last action.
+    pub(crate) fn worker_exited(&self) {
+        *self.exited.lock() += 1;
+        self.exited_cv.notify_all();
+    }
+
+    /// Waits until every worker left its loop, or until `deadline`. True if all did.
+    pub(crate) fn wait_workers_exited(&self, deadline: Option<Instant>) -> bool {
+        let mut exited = self.exited.lock();
+        while *exited < self.workers.len() {
+            match deadline {
+                None => self.exited_cv.wait(&mut exited),
+                Some(d) => {
+                    if self.exited_cv.wait_until(&mut exited, d).timed_out() {
+                        return *exited == self.workers.len();
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    fn drain_injector(&self) {
+        loop {
+            match self.injector.steal() {
+                Steal::Success(job) => job.discard(),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+    }
+
+    /// Drops everything of a closed runtime that no worker owns: the injector, every timer
+    /// heap and every registered stealable task (woken once so that its cell drops the
+    /// future). Pinned tasks are left to their owner worker, which drains them on exit.
+    pub(crate) fn drain(&self) {
+        debug_assert!(self.is_closed());
+        self.drain_injector();
+        for waker in self.registry.take(None) {
+            waker.wake();
+        }
+        for w in self.workers.iter() {
+            for action in w.timers.drain_all() {
+                match action {
+                    TimerAction::Callback(c) => {
+                        c.cancel();
+                    }
+                    TimerAction::Wake(s) => {
+                        s.cancel();
+                    }
+                }
+            }
+        }
+        // Tasks woken above may have scheduled more work before noticing the close.
+        self.drain_injector();
+    }
+}

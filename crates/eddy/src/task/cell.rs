@@ -1,0 +1,170 @@
+//! Building task cells: the future wrapper every task runs in, and the two spawn paths.
+//!
+//! [`TaskFuture`] is what `async-task` actually polls. Around the user's future it adds:
+//!
+//! 1. **Cancellation.** If the task was cancelled or the runtime closed, the next poll does
+//!    not touch the user's future and completes with `Err(TaskError::Cancelled)`; the cell
+//!    then drops the future.
+//! 2. **Panic containment.** A panic in `poll` is caught and becomes
+//!    `Err(TaskError::Panicked)`; the worker never sees it.
+//! 3. **Registry membership.** On the first `Pending` the task's waker goes into the runtime's
+//!    registry; it leaves on completion or drop (see `registry`).
+//!
+//! The wrapper borrows the task's [`TaskMeta`] from inside the same allocation. That borrow is
+//! why we call `async_task::Builder::spawn_unchecked` (its documented purpose) rather than
+//! `spawn`; the safety argument is written next to each call.
+
+use std::future::Future;
+use std::panic::{self, AssertUnwindSafe, Location};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use async_task::{Builder, ScheduleInfo, WithInfo};
+
+use crate::shared::Shared;
+use crate::task::registry::UNREGISTERED;
+use crate::task::{Runnable, Task, TaskError, TaskMeta, TaskPanic};
+
+pin_project_lite::pin_project! {
+    /// The future inside every task cell (see the module docs).
+    pub(crate) struct TaskFuture<'a, F> {
+        meta: &'a TaskMeta,
+        slot: u64,
+        #[pin]
+        inner: F,
+    }
+
+    impl<'a, F> PinnedDrop for TaskFuture<'a, F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if *this.slot != UNREGISTERED {
+                this.meta.shared.registry.unregister(*this.slot, this.meta.id);
+            }
+        }
+    }
+}
+
+impl<F: Future> TaskFuture<'_, F> {
+    fn unregister(meta: &TaskMeta, slot: &mut u64) {
+        if *slot != UNREGISTERED {
+            meta.shared.registry.unregister(*slot, meta.id);
+            *slot = UNREGISTERED;
+        }
+    }
+}
+
+impl<F: Future> Future for TaskFuture<'_, F> {
+    type Output = Result<F::Output, TaskError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let meta = *this.meta;
+        if meta.must_stop() {
+            Self::unregister(meta, this.slot);
+            return Poll::Ready(Err(TaskError::Cancelled));
+        }
+        let inner = this.inner;
+        match panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(value)) => {
+                Self::unregister(meta, this.slot);
+                Poll::Ready(Ok(value))
+            }
+            Ok(Poll::Pending) => {
+                if *this.slot == UNREGISTERED {
+                    let slot = meta
+                        .shared
+                        .registry
+                        .register(meta.id, cx.waker(), meta.owner);
+                    *this.slot = slot;
+                    meta.publish_slot(slot);
+                    // A `cancel` that ran before the slot was published could not wake us.
+                    if meta.must_stop() {
+                        cx.waker().wake_by_ref();
+                    }
+                }
+                Poll::Pending
+            }
+            Err(payload) => {
+                Self::unregister(meta, this.slot);
+                let p = TaskPanic::new(
+                    &*payload,
+                    meta.id,
+                    meta.location,
+                    meta.shared.handler.clone(),
+                );
+                Poll::Ready(Err(TaskError::Panicked(p)))
+            }
+        }
+    }
+}
+
+/// Spawns a `Send` task on `shared` and schedules it; it may run on any worker.
+pub(crate) fn spawn_stealable<F>(
+    shared: &Arc<Shared>,
+    future: F,
+    location: &'static Location<'static>,
+) -> Task<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let meta = TaskMeta::new(shared.clone(), location, None);
+    let schedule = WithInfo(|runnable: Runnable, info: ScheduleInfo| {
+        Shared::schedule_task(runnable, info);
+    });
+    // SAFETY:
+    // - `TaskFuture<F>` is `Send` because `F` is `Send` and `&TaskMeta` is `Send` (`TaskMeta`
+    //   is `Sync`), so the runnable may be used and dropped on any thread.
+    // - The only non-'static borrow in the future is of the task's own metadata, which the
+    //   documentation of `spawn_unchecked` allows: the metadata lives as long as the cell.
+    // - `schedule` is `Send + Sync + 'static` (it captures nothing).
+    let (runnable, task) = unsafe {
+        Builder::new()
+            .metadata(meta)
+            .spawn_unchecked(move |meta| wrap(meta, future), schedule)
+    };
+    runnable.schedule();
+    Task::new(task)
+}
+
+/// Spawns a task pinned to worker `owner` (the current thread); it is never stolen.
+pub(crate) fn spawn_pinned<F>(
+    shared: &Arc<Shared>,
+    owner: usize,
+    future: F,
+    location: &'static Location<'static>,
+) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let meta = TaskMeta::new(shared.clone(), location, Some(owner));
+    let schedule = WithInfo(|runnable: Runnable, _info: ScheduleInfo| {
+        Shared::schedule_pinned(runnable);
+    });
+    // SAFETY:
+    // - The future may be `!Send`. Its runnable is only ever run or dropped on worker `owner`,
+    //   the thread calling this function: `Shared::schedule_pinned` routes runnables woken
+    //   elsewhere to that worker's inbox, only that worker pops its inbox and pinned queue,
+    //   and when that worker is gone a runnable reaching another thread is leaked, never
+    //   dropped there.
+    // - The output may be `!Send`; `Task<T>` is only `Send` when `T` is (async-task's bounds).
+    // - The only non-'static borrow in the future is of the task's own metadata (allowed by
+    //   `spawn_unchecked`'s contract); `schedule` is `Send + Sync + 'static`.
+    let (runnable, task) = unsafe {
+        Builder::new()
+            .metadata(meta)
+            .spawn_unchecked(move |meta| wrap(meta, future), schedule)
+    };
+    runnable.schedule();
+    Task::new(task)
+}
+
+fn wrap<F: Future>(meta: &TaskMeta, inner: F) -> TaskFuture<'_, F> {
+    TaskFuture {
+        meta,
+        slot: UNREGISTERED,
+        inner,
+    }
+}

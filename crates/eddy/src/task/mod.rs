@@ -1,0 +1,129 @@
+//! Tasks: futures driven by the workers, and the [`Task`] handle that awaits them.
+//!
+//! A task is one [`async_task`] allocation holding the future, its output slot, the schedule
+//! function and a [`TaskMeta`] header of ours (id, spawn location, cancel flag, registry slot,
+//! the runtime). We use `async-task` rather than a hand-written cell because it is one
+//! allocation per task, its state machine is Miri-tested, and its waker vtable is already as
+//! lean as ours would be (docs/architecture.md).
+//!
+//! Ownership and life cycle:
+//!
+//! * A [`Runnable`] in a ready queue means "poll me once". Whoever pops it runs it.
+//! * The future we hand to `async-task` is a [`cell::TaskFuture`] around the user's future. It
+//!   catches panics, turns cancellation into `Err(TaskError::Cancelled)` and registers the
+//!   task's waker in the runtime's [`registry::TaskRegistry`] the first time the task goes
+//!   pending. The registry is what lets shutdown reach tasks that nobody will ever wake
+//!   again (a plain `async-task` would leak them).
+//! * The [`Task`] handle detaches on drop (asyncio and tokio semantics: the task keeps
+//!   running); its output is then dropped by the cell. If that output is an unretrieved panic,
+//!   dropping it reports "Task exception was never retrieved" to the exception handler.
+//! * Pinned tasks (`spawn_local`) are only ever polled and dropped on their owner worker.
+
+pub(crate) mod cell;
+mod error;
+mod handle;
+pub(crate) mod registry;
+mod yield_now;
+
+use std::fmt;
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use error::{TaskError, TaskPanic};
+pub use handle::Task;
+pub use yield_now::{yield_now, YieldNow};
+
+use crate::shared::Shared;
+
+/// A runnable task of this runtime.
+pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+
+/// A task's identity, unique within its runtime.
+///
+/// # Examples
+///
+/// ```
+/// let rt = eddy::Runtime::new()?;
+/// let a = rt.handle().spawn(async {});
+/// let b = rt.handle().spawn(async {});
+/// assert_ne!(a.id(), b.id());
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct TaskId(u64);
+
+impl TaskId {
+    /// The id as a number.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "task {}", self.0)
+    }
+}
+
+/// Our header inside each `async-task` allocation.
+pub(crate) struct TaskMeta {
+    pub(crate) id: TaskId,
+    pub(crate) location: &'static Location<'static>,
+    /// `Some(worker)` for pinned (`spawn_local`) tasks.
+    pub(crate) owner: Option<usize>,
+    pub(crate) shared: Arc<Shared>,
+    cancelled: AtomicBool,
+    /// Where the registry keeps this task's waker; `registry::UNREGISTERED` when it does not.
+    slot: AtomicU64,
+}
+
+impl TaskMeta {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        location: &'static Location<'static>,
+        owner: Option<usize>,
+    ) -> Self {
+        TaskMeta {
+            id: TaskId(shared.next_task_id()),
+            location,
+            owner,
+            shared,
+            cancelled: AtomicBool::new(false),
+            slot: AtomicU64::new(registry::UNREGISTERED),
+        }
+    }
+
+    /// True when the task must stop at its next scheduling point: it was cancelled, or the
+    /// runtime shut down.
+    #[inline]
+    pub(crate) fn must_stop(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire) || self.shared.is_closed()
+    }
+
+    /// Records where the registry keeps this task's waker (see `cell::TaskFuture`).
+    pub(crate) fn publish_slot(&self, slot: u64) {
+        self.slot.store(slot, Ordering::SeqCst);
+    }
+
+    /// Asks the task to stop and makes sure it gets polled soon to notice.
+    pub(crate) fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        let slot = self.slot.load(Ordering::SeqCst);
+        if slot != registry::UNREGISTERED {
+            self.shared.registry.wake(slot, self.id);
+        }
+    }
+}
+
+impl fmt::Debug for TaskMeta {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskMeta")
+            .field("id", &self.id)
+            .field("location", &self.location)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+pub(crate) use cell::{spawn_pinned, spawn_stealable};

@@ -1,0 +1,456 @@
+//! A worker thread: one asyncio event loop over its own queues, stealing when idle.
+//!
+//! Each worker repeats asyncio's `_run_once` (see [`Worker::run_once`]):
+//!
+//! 1. **Tidy the timer heap** (asyncio's rebuild-or-pop rule, in `timer`).
+//! 2. **Choose a timeout and wait.** If something is ready (or a timer is due) there is no
+//!    wait at all. Otherwise the worker first fires timers that a stuck sibling left late,
+//!    then searches (steal a batch from a random sibling, then from the global injector),
+//!    and only then parks in `Poller::wait` until its earliest timer, a notification, or a
+//!    busy sibling's earliest timer plus a grace period (so that a sibling stuck in a long
+//!    callback gets its timers fired here; see `shared::STUCK_TIMER_GRACE`).
+//!    There is no IO source yet, so nothing is polled while work is ready: a zero-timeout
+//!    `wait` costs ~1.3 µs and would be pure overhead (the IO issue adds the reactor here).
+//! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
+//! 4. **Run exactly the jobs that were ready** when the phase began. What they schedule runs
+//!    next cycle, so one task that re-wakes itself cannot starve IO, timers or other tasks.
+//!    Every 61 jobs the worker also takes one job from the global injector (Go's and tokio's
+//!    fairness rule), absorbs its pinned-task inbox and looks for late sibling timers.
+//!
+//! Invariants:
+//! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
+//!   `pinned`; siblings steal from `ready` through its `Stealer` and never see `pinned`.
+//! * `searching` mirrors this worker's share of the `Idle` searching count.
+//! * A job is always run inside `catch_unwind`: no user panic unwinds through this loop.
+
+pub(crate) mod idle;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe, Location};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::Steal;
+use polling::Events;
+
+use crate::context;
+use crate::exception::ExceptionContext;
+use crate::shared::{Job, Shared, WorkerSlot, AWAKE, STUCK_TIMER_GRACE};
+use crate::task::{Runnable, TaskId};
+use crate::timer::TimerAction;
+
+/// Jobs between two looks at the global injector (a prime, as in Go and tokio).
+const GLOBAL_QUEUE_INTERVAL: u32 = 61;
+
+/// The longest single park. Deadlines further away are re-evaluated after this.
+const MAX_PARK: Duration = Duration::from_secs(3600);
+
+/// The thread-local half of a worker.
+pub(crate) struct Worker {
+    index: usize,
+    shared: Arc<Shared>,
+    /// The ready queue: FIFO, stealable.
+    ready: crossbeam_deque::Worker<Job>,
+    /// Ready pinned (`spawn_local`) tasks: never stolen.
+    pinned: RefCell<VecDeque<Runnable>>,
+    /// Jobs run so far; drives the every-61 maintenance.
+    tick: Cell<u32>,
+    /// Whether this worker counts as searching in `Idle`.
+    searching: Cell<bool>,
+    /// xorshift state for choosing the first victim.
+    rng: Cell<u64>,
+    events: RefCell<Events>,
+    /// Scratch buffer for due timers, reused across cycles.
+    due: RefCell<Vec<TimerAction>>,
+}
+
+impl Worker {
+    pub(crate) fn new(
+        index: usize,
+        shared: Arc<Shared>,
+        ready: crossbeam_deque::Worker<Job>,
+    ) -> Self {
+        Worker {
+            index,
+            shared,
+            ready,
+            pinned: RefCell::new(VecDeque::new()),
+            tick: Cell::new(0),
+            searching: Cell::new(false),
+            rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
+            events: RefCell::new(Events::new()),
+            due: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    fn slot(&self) -> &WorkerSlot {
+        &self.shared.workers[self.index]
+    }
+
+    /// Queues a job on this worker and wakes a sibling to steal it if nobody is searching.
+    #[inline]
+    pub(crate) fn push_local(&self, job: Job) {
+        self.ready.push(job);
+        if self.shared.idle.should_wake() {
+            self.shared.wake_idle();
+        }
+    }
+
+    /// Queues a pinned task on this worker.
+    pub(crate) fn push_pinned(&self, runnable: Runnable) {
+        self.pinned.borrow_mut().push_back(runnable);
+    }
+
+    /// The thread's whole life: loop until the runtime closes, then drop what is left.
+    pub(crate) fn run_thread(self: Rc<Self>) {
+        let shared = self.shared.clone();
+        {
+            let _enter = context::enter_worker(self.clone());
+            while !self.shared.is_closed() {
+                self.run_once();
+            }
+            self.drain_on_exit();
+        }
+        drop(self);
+        shared.worker_exited();
+    }
+
+    /// One iteration of asyncio's `_run_once`.
+    fn run_once(&self) {
+        // Phase 1: tidy the timer heap.
+        let next_timer = self.slot().timers.tidy();
+
+        // Phase 2: choose a timeout and wait. No wait when anything is ready.
+        self.take_inbox();
+        let timer_due = next_timer.is_some_and(|t| t <= Instant::now());
+        if !self.has_ready() && !timer_due && !self.rescue_late_timers() && !self.find_work() {
+            self.park(next_timer);
+        }
+
+        // Phase 3: move due timers to the ready queue.
+        self.fire_due_timers();
+
+        // Phase 4: run what was ready when the phase began.
+        if self.has_ready() {
+            self.stop_searching();
+        }
+        self.run_ready();
+    }
+
+    fn has_ready(&self) -> bool {
+        !self.ready.is_empty() || !self.pinned.borrow().is_empty()
+    }
+
+    /// Moves pinned tasks woken by other threads into the pinned queue.
+    fn take_inbox(&self) {
+        let inbox = &self.slot().inbox;
+        if inbox.is_empty() {
+            return;
+        }
+        let mut pinned = self.pinned.borrow_mut();
+        loop {
+            match inbox.steal() {
+                Steal::Success(r) => pinned.push_back(r),
+                Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+    }
+
+    // ----- phase 2: searching and parking --------------------------------------------------
+
+    /// Steals from a sibling, then from the injector. Gives up at once if too many workers
+    /// already search.
+    fn find_work(&self) -> bool {
+        if !self.searching.get() {
+            if !self.shared.idle.try_start_searching() {
+                return false;
+            }
+            self.searching.set(true);
+        }
+        self.steal_from_siblings() || self.steal_from_injector()
+    }
+
+    fn steal_from_siblings(&self) -> bool {
+        let workers = &self.shared.workers;
+        let n = workers.len();
+        if n == 1 {
+            return false;
+        }
+        let start = self.next_random() as usize % n;
+        for i in 0..n {
+            let victim = (start + i) % n;
+            if victim == self.index {
+                continue;
+            }
+            loop {
+                match workers[victim].stealer.steal_batch(&self.ready) {
+                    Steal::Success(()) => return true,
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+        }
+        false
+    }
+
+    fn steal_from_injector(&self) -> bool {
+        loop {
+            match self.shared.injector.steal_batch(&self.ready) {
+                Steal::Success(()) => return true,
+                Steal::Retry => continue,
+                Steal::Empty => return false,
+            }
+        }
+    }
+
+    fn stop_searching(&self) {
+        if self.searching.replace(false) && self.shared.idle.stop_searching() {
+            // The last searcher found work: where there was some, there may be more.
+            self.shared.wake_idle();
+        }
+    }
+
+    fn next_random(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x
+    }
+
+    /// Sleeps in `Poller::wait` until the earliest of: our next timer, a busy sibling's next
+    /// timer plus the grace period, or a notification.
+    fn park(&self, next_timer: Option<Instant>) {
+        let slot = self.slot();
+        let shared = &*self.shared;
+        let was_searching = self.searching.replace(false);
+        if shared.idle.park(self.index, was_searching) && shared.has_stealable_work() {
+            // We were the last searcher and work arrived meanwhile: make sure someone looks.
+            shared.wake_idle();
+        }
+        let deadline = self.park_deadline(next_timer);
+        slot.park_deadline
+            .store(deadline.max(1), std::sync::atomic::Ordering::SeqCst);
+        // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
+        if slot.inbox.is_empty() && shared.injector.is_empty() && !shared.is_closed() {
+            let timeout = if deadline == u64::MAX {
+                None
+            } else {
+                let now = slot.timers.nanos(Instant::now());
+                Some(Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK))
+            };
+            let mut events = self.events.borrow_mut();
+            events.clear();
+            if let Err(e) = slot.poller.wait(&mut events, timeout) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    tracing::error!("eddy worker {}: poller wait failed: {e}", self.index);
+                }
+            }
+        }
+        slot.park_deadline
+            .store(AWAKE, std::sync::atomic::Ordering::SeqCst);
+        if shared.idle.unpark_self(self.index) {
+            // Someone woke us on purpose and counted us as searching.
+            self.searching.set(true);
+        }
+    }
+
+    /// Our wake-up time in the heaps' nanosecond scale (`u64::MAX`: none).
+    fn park_deadline(&self, next_timer: Option<Instant>) -> u64 {
+        let slot = self.slot();
+        let mut deadline = next_timer.map_or(u64::MAX, |t| slot.timers.nanos(t));
+        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
+        for (i, w) in self.shared.workers.iter().enumerate() {
+            if i != self.index && !w.is_parked() {
+                let d = w.timers.next_deadline_nanos();
+                if d != u64::MAX {
+                    deadline = deadline.min(d.saturating_add(grace));
+                }
+            }
+        }
+        deadline
+    }
+
+    // ----- phase 3: timers ----------------------------------------------------------------
+
+    fn fire_due_timers(&self) {
+        let mut due = std::mem::take(&mut *self.due.borrow_mut());
+        self.slot().timers.take_due(Instant::now(), &mut due);
+        self.dispatch_timers(&mut due);
+        *self.due.borrow_mut() = due;
+    }
+
+    /// Fires the due timers of siblings that are late on them by more than the grace period
+    /// (a sibling stuck in a long callback). True if any were taken.
+    fn rescue_late_timers(&self) -> bool {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return false;
+        }
+        let now = Instant::now();
+        let now_nanos = self.slot().timers.nanos(now);
+        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
+        let mut due = std::mem::take(&mut *self.due.borrow_mut());
+        for (i, w) in workers.iter().enumerate() {
+            if i != self.index && w.timers.next_deadline_nanos().saturating_add(grace) <= now_nanos
+            {
+                w.timers.try_take_due(now, &mut due);
+            }
+        }
+        let found = !due.is_empty();
+        self.dispatch_timers(&mut due);
+        *self.due.borrow_mut() = due;
+        found
+    }
+
+    fn dispatch_timers(&self, due: &mut Vec<TimerAction>) {
+        for action in due.drain(..) {
+            match action {
+                TimerAction::Callback(c) => self.push_local(Job::Callback(c)),
+                TimerAction::Wake(s) => s.fire(),
+            }
+        }
+    }
+
+    // ----- phase 4: running ---------------------------------------------------------------
+
+    fn run_ready(&self) {
+        let n = self.pinned.borrow().len() + self.ready.len();
+        for _ in 0..n {
+            if self.shared.is_closed() {
+                return;
+            }
+            let tick = self.tick.get().wrapping_add(1);
+            self.tick.set(tick);
+            if tick % GLOBAL_QUEUE_INTERVAL == 0 {
+                self.maintenance();
+            }
+            let pinned = self.pinned.borrow_mut().pop_front();
+            let job = match pinned {
+                Some(r) => Job::Task(r),
+                None => match self.ready.pop() {
+                    Some(job) => job,
+                    None => break,
+                },
+            };
+            self.run_job(job);
+        }
+    }
+
+    /// Every 61 jobs: one job from the injector (so it is never starved by a busy local
+    /// queue), the pinned inbox, and late sibling timers.
+    fn maintenance(&self) {
+        self.take_inbox();
+        self.rescue_late_timers();
+        if self.shared.injector.is_empty() {
+            return;
+        }
+        loop {
+            match self.shared.injector.steal_batch_and_pop(&self.ready) {
+                Steal::Success(job) => return self.run_job(job),
+                Steal::Retry => continue,
+                Steal::Empty => return,
+            }
+        }
+    }
+
+    fn run_job(&self, job: Job) {
+        let start = self.shared.config.debug.then(Instant::now);
+        match job {
+            Job::Task(runnable) => {
+                let (id, location) = {
+                    let meta = runnable.metadata();
+                    (meta.id, meta.location)
+                };
+                // The task cell catches panics of `poll`; what could still unwind here is a
+                // panicking destructor of the finished future.
+                if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| runnable.run())) {
+                    let ctx = ExceptionContext::new("Exception while dropping a task's future")
+                        .with_panic(&*payload)
+                        .with_task(id)
+                        .with_location(location);
+                    self.shared.handler.call(&ctx);
+                }
+                if let Some(start) = start {
+                    self.report_if_slow(start, "task", location, Some(id));
+                }
+            }
+            Job::Callback(cb) => {
+                if cb.cancelled() {
+                    return;
+                }
+                if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| cb.run())) {
+                    let ctx = ExceptionContext::new("Exception in callback")
+                        .with_panic(&*payload)
+                        .with_location(cb.location());
+                    self.shared.handler.call(&ctx);
+                }
+                if let Some(start) = start {
+                    self.report_if_slow(start, "callback", cb.location(), None);
+                }
+            }
+        }
+    }
+
+    #[cold]
+    fn report_if_slow(
+        &self,
+        start: Instant,
+        what: &str,
+        location: &'static Location<'static>,
+        task: Option<TaskId>,
+    ) {
+        let took = start.elapsed();
+        if took >= self.shared.config.slow_callback_duration {
+            tracing::warn!(
+                target: "eddy::slow_callback",
+                worker = self.index,
+                task = task.map(TaskId::as_u64),
+                location = %location,
+                seconds = took.as_secs_f64(),
+                "Executing {what} scheduled at {location} took {:.3} seconds",
+                took.as_secs_f64()
+            );
+        }
+    }
+
+    // ----- shutdown -----------------------------------------------------------------------
+
+    /// Drops everything this worker owns once the runtime closed: its ready queue, its
+    /// pinned tasks (which must die on this thread) and its registered pinned tasks.
+    fn drain_on_exit(&self) {
+        loop {
+            let mut did_something = false;
+            while let Some(job) = self.ready.pop() {
+                job.discard();
+                did_something = true;
+            }
+            self.take_inbox();
+            loop {
+                let next = self.pinned.borrow_mut().pop_front();
+                let Some(r) = next else { break };
+                r.run();
+                did_something = true;
+            }
+            for waker in self.shared.registry.take(Some(self.index)) {
+                waker.wake();
+                did_something = true;
+            }
+            if !did_something {
+                break;
+            }
+        }
+    }
+}
