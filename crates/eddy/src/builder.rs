@@ -149,7 +149,6 @@ impl Builder {
             slots,
             ExceptionHandler::new(self.handler),
             config,
-            epoch,
         ));
         let mut threads = Vec::with_capacity(n);
         for (index, queue) in queues.into_iter().enumerate() {

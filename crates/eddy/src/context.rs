@@ -99,6 +99,11 @@ fn with_worker_of<R>(shared: &Arc<Shared>, f: impl FnOnce(Option<&Worker>) -> R)
     })
 }
 
+/// True if this thread is a worker of `shared`.
+pub(crate) fn is_worker_of(shared: &Arc<Shared>) -> bool {
+    with_worker_of(shared, |w| w.is_some())
+}
+
 /// Pushes a woken stealable task to this thread's ready queue if this thread is a worker of
 /// the task's runtime; otherwise gives it back.
 pub(crate) fn push_if_worker_of(runnable: Runnable, _info: ScheduleInfo) -> Option<Runnable> {
@@ -116,7 +121,7 @@ pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
     CURRENT.with(|c| match &*c.borrow() {
         Some(Current::Worker(w))
             if Arc::ptr_eq(w.shared(), &runnable.metadata().shared)
-                && runnable.metadata().owner == Some(w.index()) =>
+                && runnable.metadata().owner == Some(w.index() as u32) =>
         {
             w.push_pinned(runnable);
             None

@@ -104,6 +104,24 @@ impl Runtime {
         }
     }
 
+    /// A snapshot of the runtime's queues and timer heaps.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = eddy::Builder::new().workers(1).build()?;
+    /// let t = rt.handle().call_later(Duration::from_secs(60), || ())?;
+    /// t.cancel();
+    /// let w = &rt.metrics().workers[0];
+    /// assert_eq!((w.timer_heap_size, w.timers_cancelled_in_heap), (1, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn metrics(&self) -> crate::RuntimeMetrics {
+        crate::metrics::snapshot(&self.shared)
+    }
+
     /// Blocks the calling thread until [`RuntimeHandle::stop`] is called (asyncio's
     /// `run_forever`). The workers run all along; this only waits. A `stop()` that came
     /// before makes it return at once; each `stop()` releases one `run_forever`.
@@ -155,6 +173,13 @@ impl Runtime {
             return;
         }
         self.shared.close();
+        // Dropped by one of its own workers (the runtime was moved into a task): that worker
+        // cannot wait for itself. It drains its own queues when its current job returns.
+        let deadline = if context::is_worker_of(&self.shared) {
+            Some(Instant::now())
+        } else {
+            deadline
+        };
         let all_exited = self.shared.wait_workers_exited(deadline);
         self.shared.drain();
         for t in self.threads.drain(..) {

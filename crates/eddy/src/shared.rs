@@ -132,7 +132,6 @@ pub(crate) struct Shared {
     pub(crate) registry: TaskRegistry,
     pub(crate) handler: ExceptionHandler,
     pub(crate) config: Config,
-    pub(crate) epoch: Instant,
     closed: AtomicBool,
     next_task_id: AtomicU64,
     /// Round-robin choice of heap for timers scheduled from outside the workers.
@@ -159,7 +158,6 @@ impl Shared {
         workers: Box<[WorkerSlot]>,
         handler: ExceptionHandler,
         config: Config,
-        epoch: Instant,
     ) -> Self {
         let n = workers.len();
         Shared {
@@ -169,7 +167,6 @@ impl Shared {
             registry: TaskRegistry::new(),
             handler,
             config,
-            epoch,
             closed: AtomicBool::new(false),
             next_task_id: AtomicU64::new(1),
             next_remote_timer: AtomicUsize::new(0),
@@ -218,7 +215,7 @@ impl Shared {
             std::mem::forget(runnable);
             return;
         }
-        let slot = &shared.workers[owner];
+        let slot = &shared.workers[owner as usize];
         slot.inbox.push(runnable);
         atomic::fence(Ordering::SeqCst);
         if slot.is_parked() {

@@ -139,7 +139,7 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let meta = TaskMeta::new(shared.clone(), location, Some(owner));
+    let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32));
     let schedule = WithInfo(|runnable: Runnable, _info: ScheduleInfo| {
         Shared::schedule_pinned(runnable);
     });

@@ -71,7 +71,7 @@ pub(crate) struct TaskMeta {
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
     /// `Some(worker)` for pinned (`spawn_local`) tasks.
-    pub(crate) owner: Option<usize>,
+    pub(crate) owner: Option<u32>,
     pub(crate) shared: Arc<Shared>,
     cancelled: AtomicBool,
     /// Where the registry keeps this task's waker; `registry::UNREGISTERED` when it does not.
@@ -82,7 +82,7 @@ impl TaskMeta {
     pub(crate) fn new(
         shared: Arc<Shared>,
         location: &'static Location<'static>,
-        owner: Option<usize>,
+        owner: Option<u32>,
     ) -> Self {
         TaskMeta {
             id: TaskId(shared.next_task_id()),

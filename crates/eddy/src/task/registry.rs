@@ -29,7 +29,7 @@ const SHARDS: usize = 1 << SHARD_BITS;
 struct Entry {
     id: TaskId,
     waker: Waker,
-    owner: Option<usize>,
+    owner: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -52,7 +52,7 @@ impl TaskRegistry {
     }
 
     /// Registers a task's waker; returns its slot.
-    pub(crate) fn register(&self, id: TaskId, waker: &Waker, owner: Option<usize>) -> u64 {
+    pub(crate) fn register(&self, id: TaskId, waker: &Waker, owner: Option<u32>) -> u64 {
         let shard = (id.as_u64() as usize) & (SHARDS - 1);
         let key = self.shards[shard].lock().insert(Entry {
             id,
@@ -90,7 +90,7 @@ impl TaskRegistry {
 
     /// Takes out the entries of the given owner (`None`: stealable tasks) and returns their
     /// wakers, for shutdown. The caller wakes them outside every lock.
-    pub(crate) fn take(&self, owner: Option<usize>) -> Vec<Waker> {
+    pub(crate) fn take(&self, owner: Option<u32>) -> Vec<Waker> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let mut s = shard.lock();

@@ -24,7 +24,6 @@ mod entry;
 
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicIsize, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;

@@ -240,9 +240,11 @@ impl Worker {
             // We were the last searcher and work arrived meanwhile: make sure someone looks.
             shared.wake_idle();
         }
-        let deadline = self.park_deadline(next_timer);
+        let mut deadline = self.park_deadline(next_timer);
         slot.park_deadline
             .store(deadline.max(1), std::sync::atomic::Ordering::SeqCst);
+        // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
+        deadline = deadline.min(slot.timers.next_deadline_nanos());
         // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
         if slot.inbox.is_empty() && shared.injector.is_empty() && !shared.is_closed() {
             let timeout = if deadline == u64::MAX {
@@ -444,7 +446,7 @@ impl Worker {
                 r.run();
                 did_something = true;
             }
-            for waker in self.shared.registry.take(Some(self.index)) {
+            for waker in self.shared.registry.take(Some(self.index as u32)) {
                 waker.wake();
                 did_something = true;
             }
