@@ -202,6 +202,7 @@ mod tests {
     use super::*;
     use crate::callback::{Callback, CallbackCell};
     use std::panic::Location;
+    use std::sync::Arc;
     use std::sync::Mutex as StdMutex;
 
     fn cb(log: &Arc<StdMutex<Vec<u32>>>, v: u32) -> Arc<dyn Callback> {
