@@ -157,15 +157,16 @@ pub(crate) fn submit_timer(
     cell: Arc<dyn Callback>,
 ) -> TimerHandle {
     let target = with_worker_of(shared, |w| w.map(Worker::index))
-        .unwrap_or_else(|| shared.remote_timer_target());
+        .unwrap_or_else(|| shared.remote_home_worker());
     let queue = shared.workers[target].timers.clone();
     shared.add_timer(target, when, TimerAction::Callback(cell.clone()));
     TimerHandle { cell, when, queue }
 }
 
-/// The heap a `sleep` polled on this thread should use.
-pub(crate) fn timer_target(shared: &Arc<Shared>) -> usize {
-    with_worker_of(shared, |w| w.map(Worker::index)).unwrap_or_else(|| shared.remote_timer_target())
+/// The worker whose timer heap and reactor this thread should use: itself if it is a worker
+/// of `shared`, else one chosen round-robin.
+pub(crate) fn home_worker(shared: &Arc<Shared>) -> usize {
+    with_worker_of(shared, |w| w.map(Worker::index)).unwrap_or_else(|| shared.remote_home_worker())
 }
 
 // ----- the free functions --------------------------------------------------------------------

@@ -50,12 +50,14 @@ mod context;
 mod exception;
 mod handle;
 mod metrics;
+mod reactor;
 mod runtime;
 mod shared;
 mod task;
 mod timer;
 mod worker;
 
+pub mod io;
 pub mod time;
 
 pub use builder::Builder;
@@ -63,6 +65,7 @@ pub use callback::{Handle, TimerHandle};
 pub use context::{call_at, call_later, call_soon, spawn, spawn_local, time};
 pub use exception::ExceptionContext;
 pub use handle::{Closed, RuntimeHandle};
+pub use io::{add_reader, add_writer, remove_reader, remove_writer};
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
 pub use runtime::Runtime;
 pub use task::{yield_now, Task, TaskError, TaskId, TaskPanic, YieldNow};

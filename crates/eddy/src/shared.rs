@@ -35,6 +35,7 @@ use polling::Poller;
 use crate::callback::Callback;
 use crate::context;
 use crate::exception::ExceptionHandler;
+use crate::reactor::Reactor;
 use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
 use crate::timer::{TimerAction, TimerQueue};
@@ -93,6 +94,8 @@ pub(crate) struct Config {
 pub(crate) struct WorkerSlot {
     pub(crate) stealer: Stealer<Job>,
     pub(crate) poller: Poller,
+    /// The IO sources registered with `poller`.
+    pub(crate) reactor: Reactor,
     pub(crate) timers: Arc<TimerQueue>,
     /// Pinned tasks woken from other threads, waiting to be moved to the owner's queue.
     pub(crate) inbox: Injector<Runnable>,
@@ -106,6 +109,7 @@ impl WorkerSlot {
         Ok(WorkerSlot {
             stealer,
             poller: Poller::new()?,
+            reactor: Reactor::new(),
             timers: Arc::new(TimerQueue::new(epoch)),
             inbox: Injector::new(),
             park_deadline: AtomicU64::new(AWAKE),
@@ -132,10 +136,12 @@ pub(crate) struct Shared {
     pub(crate) registry: TaskRegistry,
     pub(crate) handler: ExceptionHandler,
     pub(crate) config: Config,
+    /// Serialises `add_reader`/`remove_reader` & co., which look up an fd across workers.
+    pub(crate) fd_watch_lock: Mutex<()>,
     closed: AtomicBool,
     next_task_id: AtomicU64,
     /// Round-robin choice of heap for timers scheduled from outside the workers.
-    next_remote_timer: AtomicUsize,
+    next_remote_home: AtomicUsize,
     /// `run_forever` waits here for `stop()`.
     stop: Mutex<bool>,
     stop_cv: Condvar,
@@ -167,9 +173,10 @@ impl Shared {
             registry: TaskRegistry::new(),
             handler,
             config,
+            fd_watch_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
             next_task_id: AtomicU64::new(1),
-            next_remote_timer: AtomicUsize::new(0),
+            next_remote_home: AtomicUsize::new(0),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),
             exited: Mutex::new(0),
@@ -253,9 +260,9 @@ impl Shared {
 
     // ----- timers -------------------------------------------------------------------------
 
-    /// A heap for a timer scheduled by a thread that is not a worker.
-    pub(crate) fn remote_timer_target(&self) -> usize {
-        self.next_remote_timer.fetch_add(1, Ordering::Relaxed) % self.workers.len()
+    /// A worker (timer heap, reactor) for a thread that is not a worker: round robin.
+    pub(crate) fn remote_home_worker(&self) -> usize {
+        self.next_remote_home.fetch_add(1, Ordering::Relaxed) % self.workers.len()
     }
 
     /// Puts a timer on worker `target`'s heap and makes sure somebody will be awake for it:

@@ -129,7 +129,7 @@ impl Future for Sleep {
                 let shared = context::current_shared().unwrap_or_else(|| {
                     panic!("no eddy runtime on this thread: eddy::time::sleep must be awaited inside an eddy runtime")
                 });
-                let target = context::timer_target(&shared);
+                let target = context::home_worker(&shared);
                 let cell = SleepCell::new(cx.waker().clone());
                 let queue = shared.workers[target].timers.clone();
                 shared.add_timer(target, self.deadline, TimerAction::Wake(cell.clone()));

@@ -35,8 +35,10 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::Steal;
 use polling::Events;
 
+use crate::callback::CallbackCell;
 use crate::context;
 use crate::exception::ExceptionContext;
+use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
 use crate::shared::{Job, Shared, WorkerSlot, AWAKE, STUCK_TIMER_GRACE};
 use crate::task::{Runnable, TaskId};
 use crate::timer::TimerAction;
@@ -130,10 +132,12 @@ impl Worker {
         // Phase 1: tidy the timer heap.
         let next_timer = self.slot().timers.tidy();
 
-        // Phase 2: choose a timeout and wait. No wait when anything is ready.
+        // Phase 2: choose a timeout and wait for IO. Timeout 0 when anything is ready.
         self.take_inbox();
         let timer_due = next_timer.is_some_and(|t| t <= Instant::now());
-        if !self.has_ready() && !timer_due && !self.rescue_late_timers() && !self.find_work() {
+        if self.has_ready() || timer_due {
+            self.poll_io_nonblocking();
+        } else if !self.rescue_stuck_siblings() && !self.find_work() {
             self.park(next_timer);
         }
 
@@ -145,6 +149,43 @@ impl Worker {
             self.stop_searching();
         }
         self.run_ready();
+    }
+
+    /// Harvests IO without blocking, and only if `poll(2)` says something is there.
+    fn poll_io_nonblocking(&self) {
+        let slot = self.slot();
+        if !slot.reactor.has_sources() {
+            return;
+        }
+        slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
+        if Reactor::maybe_ready(&slot.poller) {
+            let mut events = self.events.borrow_mut();
+            events.clear();
+            if let Err(e) = slot.poller.wait(&mut events, Some(Duration::ZERO)) {
+                self.report_wait_error(&e);
+            }
+            let mut fired = Fired::default();
+            slot.reactor.dispatch(&events, &mut fired);
+            drop(events);
+            self.run_fired(fired);
+        }
+    }
+
+    /// Wakes the tasks and queues the fd callbacks that IO events asked for.
+    fn run_fired(&self, fired: Fired) {
+        for waker in fired.wakers {
+            waker.wake();
+        }
+        for (callback, location) in fired.callbacks {
+            let cell = CallbackCell::new(move || callback(), location);
+            self.push_local(Job::Callback(cell));
+        }
+    }
+
+    fn report_wait_error(&self, e: &std::io::Error) {
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            tracing::error!("eddy worker {}: poller wait failed: {e}", self.index);
+        }
     }
 
     fn has_ready(&self) -> bool {
@@ -256,10 +297,15 @@ impl Worker {
             let mut events = self.events.borrow_mut();
             events.clear();
             if let Err(e) = slot.poller.wait(&mut events, timeout) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    tracing::error!("eddy worker {}: poller wait failed: {e}", self.index);
-                }
+                self.report_wait_error(&e);
             }
+            let mut fired = Fired::default();
+            slot.reactor.dispatch(&events, &mut fired);
+            drop(events);
+            slot.park_deadline
+                .store(AWAKE, std::sync::atomic::Ordering::SeqCst);
+            slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
+            self.run_fired(fired);
         }
         slot.park_deadline
             .store(AWAKE, std::sync::atomic::Ordering::SeqCst);
@@ -274,13 +320,20 @@ impl Worker {
         let slot = self.slot();
         let mut deadline = next_timer.map_or(u64::MAX, |t| slot.timers.nanos(t));
         let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
+        let mut io_watch = false;
         for (i, w) in self.shared.workers.iter().enumerate() {
             if i != self.index && !w.is_parked() {
                 let d = w.timers.next_deadline_nanos();
                 if d != u64::MAX {
                     deadline = deadline.min(d.saturating_add(grace));
                 }
+                io_watch |= w.reactor.has_sources();
             }
+        }
+        if io_watch {
+            // A busy sibling with IO might get stuck: look at its poller now and then.
+            let now = slot.timers.nanos(Instant::now());
+            deadline = deadline.min(now.saturating_add(STUCK_IO_GRACE.as_nanos() as u64));
         }
         deadline
     }
@@ -294,8 +347,50 @@ impl Worker {
         *self.due.borrow_mut() = due;
     }
 
-    /// Fires the due timers of siblings that are late on them by more than the grace period
-    /// (a sibling stuck in a long callback). True if any were taken.
+    /// Serves siblings stuck in a long job: fires their timers that are late by more than
+    /// the grace period, and harvests their IO if they have not for `STUCK_IO_GRACE`. True
+    /// if anything was found.
+    fn rescue_stuck_siblings(&self) -> bool {
+        let timers = self.rescue_late_timers();
+        let io = self.rescue_stranded_io();
+        timers || io
+    }
+
+    fn rescue_stranded_io(&self) -> bool {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return false;
+        }
+        let now = self.slot().timers.nanos(Instant::now());
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        let mut fired = Fired::default();
+        for (i, w) in workers.iter().enumerate() {
+            if i == self.index
+                || !w.reactor.has_sources()
+                || w.is_parked()
+                || now.saturating_sub(w.reactor.last_polled()) < grace
+                || !Reactor::maybe_ready(&w.poller)
+            {
+                continue;
+            }
+            let mut events = self.events.borrow_mut();
+            events.clear();
+            // `wait` only try-locks: if the owner is inside its own wait we get nothing.
+            if let Err(e) = w.poller.wait(&mut events, Some(Duration::ZERO)) {
+                self.report_wait_error(&e);
+            }
+            w.reactor.note_polled(now);
+            w.reactor.dispatch(&events, &mut fired);
+            drop(events);
+            // Our wait may have consumed a notification meant for the owner: repeat it.
+            w.notify();
+        }
+        let found = !fired.wakers.is_empty() || !fired.callbacks.is_empty();
+        self.run_fired(fired);
+        found
+    }
+
+    /// Fires the due timers of siblings that are late on them by more than the grace period.
     fn rescue_late_timers(&self) -> bool {
         let workers = &self.shared.workers;
         if workers.len() == 1 {
@@ -355,7 +450,7 @@ impl Worker {
     /// queue), the pinned inbox, and late sibling timers.
     fn maintenance(&self) {
         self.take_inbox();
-        self.rescue_late_timers();
+        self.rescue_stuck_siblings();
         if self.shared.injector.is_empty() {
             return;
         }

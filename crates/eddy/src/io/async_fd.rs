@@ -1,0 +1,255 @@
+//! [`Async<T>`]: an fd registered with a worker's reactor.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use crate::context;
+use crate::reactor::{Direction, Source};
+use crate::shared::Shared;
+
+/// An IO object registered with the reactor of an eddy worker.
+///
+/// Creating it puts the fd in non-blocking mode and registers it (edge-triggered) with the
+/// poller of the current worker (a `block_on` thread uses a worker chosen round-robin), so
+/// its readiness events are harvested by that worker's loop, or by a sibling if that worker
+/// is stuck. Dropping it deregisters the fd before the inner object closes it.
+///
+/// # Examples
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// use eddy::io::Async;
+///
+/// let rt = eddy::Runtime::new()?;
+/// rt.block_on(async {
+///     let (a, b) = UnixStream::pair()?;
+///     let (a, b) = (Async::new(a)?, Async::new(b)?);
+///     b.write_with(|s| std::io::Write::write(&mut &*s, b"ping")).await?;
+///     let mut buf = [0u8; 4];
+///     let n = a.read_with(|s| std::io::Read::read(&mut &*s, &mut buf)).await?;
+///     assert_eq!(&buf[..n], b"ping");
+///     Ok::<(), std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub struct Async<T: AsFd> {
+    source: Arc<Source>,
+    shared: Arc<Shared>,
+    io: Option<T>,
+}
+
+impl<T: AsFd> fmt::Debug for Async<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Async")
+            .field("fd", &self.source.fd)
+            .field("worker", &self.source.worker)
+            .finish()
+    }
+}
+
+impl<T: AsFd> Async<T> {
+    /// Puts `io` in non-blocking mode and registers it with the current worker's reactor.
+    ///
+    /// # Errors
+    ///
+    /// An error if this thread belongs to no eddy runtime, or if `fcntl` or the poller's
+    /// `epoll_ctl` fails.
+    pub fn new(io: T) -> io::Result<Async<T>> {
+        set_nonblocking(io.as_fd())?;
+        Self::register(io)
+    }
+
+    /// Registers `io`, which must already be in non-blocking mode, with the current worker's
+    /// reactor (asyncio's `sock_*` functions demand this of their sockets).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` "the socket must be non-blocking" for a blocking fd, and the errors of
+    /// [`Async::new`].
+    pub fn new_nonblocking(io: T) -> io::Result<Async<T>> {
+        if !is_nonblocking(io.as_fd())? {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the socket must be non-blocking",
+            ));
+        }
+        Self::register(io)
+    }
+
+    fn register(io: T) -> io::Result<Async<T>> {
+        let shared = context::current_shared().ok_or_else(|| {
+            io::Error::other(
+                "no eddy runtime on this thread: IO objects must be created inside a runtime",
+            )
+        })?;
+        let worker = context::home_worker(&shared);
+        let slot = &shared.workers[worker];
+        let source = slot.reactor.register(&slot.poller, worker, io.as_fd())?;
+        if slot.is_parked() {
+            // The owner sleeps in a wait that now also covers this fd; nothing to do. Its
+            // siblings, though, may be sleeping without the stuck-IO watch: let the owner's
+            // next wake-up recompute everything as usual.
+        }
+        Ok(Async {
+            source,
+            shared,
+            io: Some(io),
+        })
+    }
+
+    /// The inner IO object.
+    pub fn get_ref(&self) -> &T {
+        self.io.as_ref().expect("io present until drop")
+    }
+
+    /// Deregisters the fd and gives the inner IO object back (still non-blocking).
+    ///
+    /// # Errors
+    ///
+    /// An error if the poller's `epoll_ctl` fails.
+    pub fn into_inner(mut self) -> io::Result<T> {
+        let res = self.deregister();
+        let io = self.io.take().expect("io present until drop");
+        res.map(|()| io)
+    }
+
+    fn deregister(&self) -> io::Result<()> {
+        let slot = &self.shared.workers[self.source.worker];
+        slot.reactor.deregister(&slot.poller, &self.source)
+    }
+
+    /// Waits until the fd is readable (or was, and no operation has since said otherwise).
+    pub async fn readable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_readable(cx)).await
+    }
+
+    /// Waits until the fd is writable (or was, and no operation has since said otherwise).
+    pub async fn writable(&self) -> io::Result<()> {
+        poll_fn(|cx| self.poll_writable(cx)).await
+    }
+
+    /// Poll form of [`readable`](Async::readable).
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.source.poll_ready(Direction::Read, cx).map(|_| Ok(()))
+    }
+
+    /// Poll form of [`writable`](Async::writable).
+    pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.source.poll_ready(Direction::Write, cx).map(|_| Ok(()))
+    }
+
+    /// Runs the non-blocking read-side operation `op` until it does not return
+    /// `WouldBlock`, waiting for readiness in between.
+    pub async fn read_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        poll_fn(|cx| self.poll_with(Direction::Read, cx, &mut op)).await
+    }
+
+    /// Runs the non-blocking write-side operation `op` until it does not return
+    /// `WouldBlock`, waiting for readiness in between.
+    pub async fn write_with<R>(&self, mut op: impl FnMut(&T) -> io::Result<R>) -> io::Result<R> {
+        poll_fn(|cx| self.poll_with(Direction::Write, cx, &mut op)).await
+    }
+
+    /// Poll form of [`read_with`](Async::read_with).
+    pub fn poll_read_with<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_with(Direction::Read, cx, &mut op)
+    }
+
+    /// Poll form of [`write_with`](Async::write_with).
+    pub fn poll_write_with<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        self.poll_with(Direction::Write, cx, &mut op)
+    }
+
+    fn poll_with<R>(
+        &self,
+        dir: Direction,
+        cx: &mut Context<'_>,
+        op: &mut impl FnMut(&T) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        loop {
+            let event = ready!(self.source.poll_ready(dir, cx));
+            match op(self.get_ref()) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.source.clear_ready(dir, event);
+                }
+                res => return Poll::Ready(res),
+            }
+        }
+    }
+}
+
+impl<T: AsFd> AsFd for Async<T> {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.get_ref().as_fd()
+    }
+}
+
+impl<T: AsFd> AsRawFd for Async<T> {
+    fn as_raw_fd(&self) -> RawFd {
+        self.source.fd
+    }
+}
+
+impl<T: AsFd> Drop for Async<T> {
+    fn drop(&mut self) {
+        if self.io.is_some() {
+            // Deregister before `io` (and its fd) is dropped.
+            let _ = self.deregister();
+        }
+    }
+}
+
+impl<T: AsFd> futures_io::AsyncRead for Async<T>
+where
+    for<'a> &'a T: Read,
+{
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_read_with(cx, |mut io| io.read(buf))
+    }
+}
+
+impl<T: AsFd> futures_io::AsyncWrite for Async<T>
+where
+    for<'a> &'a T: Write,
+{
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_with(cx, |mut io| io.write(buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_write_with(cx, |mut io| io.flush())
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+pub(crate) fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    socket2::SockRef::from(&fd).nonblocking()
+}
+
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    socket2::SockRef::from(&fd).set_nonblocking(true)
+}

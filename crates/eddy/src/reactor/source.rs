@@ -1,0 +1,156 @@
+//! One registered file descriptor and its readiness, per direction.
+//!
+//! Sources are registered edge-triggered (one `epoll_ctl` for their whole life), so the
+//! kernel reports a *change* to ready, not the state. The source therefore remembers
+//! readiness itself, the way tokio's `ScheduledIo` does:
+//!
+//! * an event sets the direction's `ready` flag, bumps its `tick` and wakes its waiters;
+//! * an operation that fails with `WouldBlock` clears `ready`, but only if no event arrived
+//!   since the readiness it acted on (same `tick`), so an edge that raced with the failing
+//!   syscall is never lost;
+//! * a fresh source starts ready in both directions: the first operation finds out.
+//!
+//! A direction may also carry a persistent callback (`add_reader`/`add_writer`); such fds
+//! are registered level-triggered instead, as asyncio's selector loop does, and the callback
+//! is queued once per harvest while the fd stays ready.
+
+use std::fmt;
+use std::os::fd::RawFd;
+use std::panic::Location;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use parking_lot::Mutex;
+
+/// Which way the IO goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Read = 0,
+    Write = 1,
+}
+
+/// A persistent readiness callback registered with `add_reader`/`add_writer`.
+pub(crate) type FdCallback = Arc<dyn Fn() + Send + Sync + 'static>;
+
+#[derive(Default)]
+struct DirectionState {
+    ready: bool,
+    tick: u64,
+    wakers: Vec<Waker>,
+    callback: Option<(FdCallback, &'static Location<'static>)>,
+}
+
+/// A readiness observed by [`Source::poll_ready`], to be cleared if the operation blocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadyEvent {
+    tick: u64,
+}
+
+/// A registered file descriptor.
+pub(crate) struct Source {
+    pub(crate) fd: RawFd,
+    pub(crate) key: usize,
+    /// Index of the worker whose poller holds the registration.
+    pub(crate) worker: usize,
+    state: Mutex<[DirectionState; 2]>,
+}
+
+impl fmt::Debug for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Source")
+            .field("fd", &self.fd)
+            .field("key", &self.key)
+            .field("worker", &self.worker)
+            .finish()
+    }
+}
+
+/// What an event asks the caller to do once every lock is released.
+#[derive(Default)]
+pub(crate) struct Fired {
+    pub(crate) wakers: Vec<Waker>,
+    pub(crate) callbacks: Vec<(FdCallback, &'static Location<'static>)>,
+}
+
+impl Source {
+    pub(crate) fn new(fd: RawFd, key: usize, worker: usize) -> Self {
+        let ready = || DirectionState {
+            ready: true,
+            ..Default::default()
+        };
+        Source {
+            fd,
+            key,
+            worker,
+            state: Mutex::new([ready(), ready()]),
+        }
+    }
+
+    /// Records an event from the poller and collects whom to wake or call.
+    pub(crate) fn on_event(&self, readable: bool, writable: bool, fired: &mut Fired) {
+        let mut state = self.state.lock();
+        for (dir, hit) in [(Direction::Read, readable), (Direction::Write, writable)] {
+            if !hit {
+                continue;
+            }
+            let d = &mut state[dir as usize];
+            d.ready = true;
+            d.tick = d.tick.wrapping_add(1);
+            fired.wakers.append(&mut d.wakers);
+            if let Some(cb) = &d.callback {
+                fired.callbacks.push(cb.clone());
+            }
+        }
+    }
+
+    /// Ready in `dir`? If not, registers `cx`'s waker for the next event.
+    pub(crate) fn poll_ready(&self, dir: Direction, cx: &mut Context<'_>) -> Poll<ReadyEvent> {
+        let mut state = self.state.lock();
+        let d = &mut state[dir as usize];
+        if d.ready {
+            return Poll::Ready(ReadyEvent { tick: d.tick });
+        }
+        if !d.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            d.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// The operation that acted on `event` would block: forget that readiness, unless a newer
+    /// event arrived meanwhile.
+    pub(crate) fn clear_ready(&self, dir: Direction, event: ReadyEvent) {
+        let mut state = self.state.lock();
+        let d = &mut state[dir as usize];
+        if d.tick == event.tick {
+            d.ready = false;
+        }
+    }
+
+    /// Installs or removes a persistent callback; returns whether one was installed before.
+    pub(crate) fn set_callback(
+        &self,
+        dir: Direction,
+        callback: Option<(FdCallback, &'static Location<'static>)>,
+    ) -> bool {
+        let old = std::mem::replace(&mut self.state.lock()[dir as usize].callback, callback);
+        old.is_some()
+    }
+
+    /// Whether a persistent callback is installed for `dir`.
+    pub(crate) fn has_callback(&self, dir: Direction) -> bool {
+        self.state.lock()[dir as usize].callback.is_some()
+    }
+
+    /// Wakes every waiter (the source is going away or the runtime shuts down).
+    pub(crate) fn wake_all(&self) {
+        let wakers: Vec<Waker> = {
+            let mut state = self.state.lock();
+            let mut w = std::mem::take(&mut state[0].wakers);
+            w.append(&mut state[1].wakers);
+            w
+        };
+        for w in wakers {
+            w.wake();
+        }
+    }
+}
