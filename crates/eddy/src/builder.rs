@@ -6,6 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::blocking::BlockingPool;
 use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
 use crate::runtime::Runtime;
 use crate::shared::{Config, Shared, WorkerSlot};
@@ -37,6 +38,8 @@ pub struct Builder {
     debug: Option<bool>,
     slow_callback_duration: Duration,
     handler: Option<Arc<HandlerFn>>,
+    max_blocking_threads: usize,
+    thread_keep_alive: Duration,
 }
 
 impl Default for Builder {
@@ -53,6 +56,8 @@ impl fmt::Debug for Builder {
             .field("debug", &self.debug)
             .field("slow_callback_duration", &self.slow_callback_duration)
             .field("exception_handler", &self.handler.is_some())
+            .field("max_blocking_threads", &self.max_blocking_threads)
+            .field("thread_keep_alive", &self.thread_keep_alive)
             .finish()
     }
 }
@@ -68,7 +73,22 @@ impl Builder {
             debug: None,
             slow_callback_duration: DEFAULT_SLOW_CALLBACK,
             handler: None,
+            max_blocking_threads: 512,
+            thread_keep_alive: Duration::from_secs(10),
         }
+    }
+
+    /// The most threads the blocking pool ([`spawn_blocking`](crate::spawn_blocking)) may
+    /// run at once (default 512). `0` makes [`build`](Builder::build) fail.
+    pub fn max_blocking_threads(mut self, n: usize) -> Self {
+        self.max_blocking_threads = n;
+        self
+    }
+
+    /// How long an idle blocking-pool thread waits for work before it exits (default 10 s).
+    pub fn thread_keep_alive(mut self, d: Duration) -> Self {
+        self.thread_keep_alive = d;
+        self
     }
 
     /// Sets the number of worker threads. `0` makes [`build`](Builder::build) fail with
@@ -124,6 +144,12 @@ impl Builder {
                 "an eddy runtime needs at least one worker (Builder::workers(0) was given)",
             ));
         }
+        if self.max_blocking_threads == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "max_blocking_threads must be at least 1",
+            ));
+        }
         if n > u16::MAX as usize / 2 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -149,6 +175,11 @@ impl Builder {
             slots,
             ExceptionHandler::new(self.handler),
             config,
+            BlockingPool::new(
+                self.max_blocking_threads,
+                self.thread_keep_alive,
+                self.thread_name.clone(),
+            ),
         ));
         let mut threads = Vec::with_capacity(n);
         for (index, queue) in queues.into_iter().enumerate() {

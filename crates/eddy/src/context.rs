@@ -21,8 +21,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_task::ScheduleInfo;
-
 use crate::callback::{Callback, CallbackCell, Handle, TimerHandle};
 use crate::shared::{Job, Shared};
 use crate::task::{self, Runnable, Task};
@@ -106,7 +104,7 @@ pub(crate) fn is_worker_of(shared: &Arc<Shared>) -> bool {
 
 /// Pushes a woken stealable task to this thread's ready queue if this thread is a worker of
 /// the task's runtime; otherwise gives it back.
-pub(crate) fn push_if_worker_of(runnable: Runnable, _info: ScheduleInfo) -> Option<Runnable> {
+pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
     CURRENT.with(|c| match &*c.borrow() {
         Some(Current::Worker(w)) if Arc::ptr_eq(w.shared(), &runnable.metadata().shared) => {
             w.push_local(Job::Task(runnable));

@@ -44,12 +44,14 @@
 
 #![warn(missing_docs)]
 
+mod blocking;
 mod builder;
 mod callback;
 mod context;
 mod exception;
 mod handle;
 mod metrics;
+mod notify;
 mod reactor;
 mod runtime;
 mod shared;
@@ -58,8 +60,10 @@ mod timer;
 mod worker;
 
 pub mod io;
+pub mod net;
 pub mod time;
 
+pub use blocking::spawn_blocking;
 pub use builder::Builder;
 pub use callback::{Handle, TimerHandle};
 pub use context::{call_at, call_later, call_soon, spawn, spawn_local, time};

@@ -41,6 +41,8 @@ pub struct RuntimeMetrics {
     pub injector_depth: usize,
     /// Tasks that have gone pending at least once and have not finished.
     pub idle_capable_tasks: usize,
+    /// Threads alive in the blocking pool.
+    pub blocking_threads: usize,
 }
 
 pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
@@ -57,5 +59,6 @@ pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
             .collect(),
         injector_depth: shared.injector.len(),
         idle_capable_tasks: shared.registry.len(),
+        blocking_threads: shared.blocking.threads(),
     }
 }

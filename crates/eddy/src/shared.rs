@@ -27,11 +27,11 @@ use std::sync::atomic::{self, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_task::ScheduleInfo;
 use crossbeam_deque::{Injector, Steal, Stealer};
 use parking_lot::{Condvar, Mutex};
 use polling::Poller;
 
+use crate::blocking::BlockingPool;
 use crate::callback::Callback;
 use crate::context;
 use crate::exception::ExceptionHandler;
@@ -134,6 +134,7 @@ pub(crate) struct Shared {
     pub(crate) injector: Injector<Job>,
     pub(crate) idle: Idle,
     pub(crate) registry: TaskRegistry,
+    pub(crate) blocking: BlockingPool,
     pub(crate) handler: ExceptionHandler,
     pub(crate) config: Config,
     /// Serialises `add_reader`/`remove_reader` & co., which look up an fd across workers.
@@ -164,6 +165,7 @@ impl Shared {
         workers: Box<[WorkerSlot]>,
         handler: ExceptionHandler,
         config: Config,
+        blocking: BlockingPool,
     ) -> Self {
         let n = workers.len();
         Shared {
@@ -171,6 +173,7 @@ impl Shared {
             injector: Injector::new(),
             idle: Idle::new(n),
             registry: TaskRegistry::new(),
+            blocking,
             handler,
             config,
             fd_watch_lock: Mutex::new(()),
@@ -196,8 +199,8 @@ impl Shared {
     // ----- submission ---------------------------------------------------------------------
 
     /// Schedule function of stealable tasks (called by `async-task` on every wake).
-    pub(crate) fn schedule_task(runnable: Runnable, info: ScheduleInfo) {
-        let runnable = match context::push_if_worker_of(runnable, info) {
+    pub(crate) fn schedule_task(runnable: Runnable) {
+        let runnable = match context::push_if_worker_of(runnable) {
             None => return,
             Some(r) => r,
         };
@@ -356,6 +359,7 @@ impl Shared {
     /// future). Pinned tasks are left to their owner worker, which drains them on exit.
     pub(crate) fn drain(&self) {
         debug_assert!(self.is_closed());
+        self.blocking.shutdown();
         self.drain_injector();
         for waker in self.registry.take(None) {
             waker.wake();

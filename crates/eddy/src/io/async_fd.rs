@@ -133,6 +133,16 @@ impl<T: AsFd> Async<T> {
         poll_fn(|cx| self.poll_writable(cx)).await
     }
 
+    /// Waits for a non-blocking `connect` on this socket to finish, and returns its result.
+    pub(crate) async fn connected(&self) -> io::Result<()> {
+        self.source.unset_initial_ready(Direction::Write);
+        self.writable().await?;
+        match socket2::SockRef::from(&self.get_ref().as_fd()).take_error()? {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     /// Poll form of [`readable`](Async::readable).
     pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.source.poll_ready(Direction::Read, cx).map(|_| Ok(()))

@@ -10,5 +10,6 @@
 mod async_fd;
 mod watch;
 
+pub(crate) use async_fd::is_nonblocking;
 pub use async_fd::Async;
 pub use watch::{add_reader, add_writer, remove_reader, remove_writer};

@@ -126,6 +126,16 @@ impl Source {
         }
     }
 
+    /// Forgets the optimistic initial readiness of `dir`, unless an event already came: for
+    /// operations (a non-blocking `connect`) that must wait for a real event.
+    pub(crate) fn unset_initial_ready(&self, dir: Direction) {
+        let mut state = self.state.lock();
+        let d = &mut state[dir as usize];
+        if d.tick == 0 {
+            d.ready = false;
+        }
+    }
+
     /// Installs or removes a persistent callback; returns whether one was installed before.
     pub(crate) fn set_callback(
         &self,

@@ -109,16 +109,29 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    spawn_with(shared, future, location, Shared::schedule_task)
+}
+
+/// Spawns a `Send` task whose wakes go to `schedule` (the workers, or the blocking pool).
+pub(crate) fn spawn_with<F, S>(
+    shared: &Arc<Shared>,
+    future: F,
+    location: &'static Location<'static>,
+    schedule: S,
+) -> Task<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+    S: Fn(Runnable) + Send + Sync + Copy + 'static,
+{
     let meta = TaskMeta::new(shared.clone(), location, None);
-    let schedule = WithInfo(|runnable: Runnable, info: ScheduleInfo| {
-        Shared::schedule_task(runnable, info);
-    });
+    let schedule = WithInfo(move |runnable: Runnable, _info: ScheduleInfo| schedule(runnable));
     // SAFETY:
     // - `TaskFuture<F>` is `Send` because `F` is `Send` and `&TaskMeta` is `Send` (`TaskMeta`
     //   is `Sync`), so the runnable may be used and dropped on any thread.
     // - The only non-'static borrow in the future is of the task's own metadata, which the
     //   documentation of `spawn_unchecked` allows: the metadata lives as long as the cell.
-    // - `schedule` is `Send + Sync + 'static` (it captures nothing).
+    // - `schedule` is `Send + Sync + 'static` (bounded so above).
     let (runnable, task) = unsafe {
         Builder::new()
             .metadata(meta)

@@ -126,4 +126,4 @@ impl fmt::Debug for TaskMeta {
     }
 }
 
-pub(crate) use cell::{spawn_pinned, spawn_stealable};
+pub(crate) use cell::{spawn_pinned, spawn_stealable, spawn_with};

@@ -1,0 +1,276 @@
+//! What TCP and Unix stream sockets share: a connection over an `Async<S>`, its async read
+//! and write methods, its owned halves, and the `futures-io` (and, with the `tokio-io`
+//! feature, tokio) trait impls. The public types in `tcp` and `unix` are thin wrappers.
+
+use std::io::{self, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::io::Async;
+
+/// The std socket types a [`Conn`] can hold.
+pub(crate) trait StreamSocket: AsFd + Send + Sync + 'static
+where
+    for<'a> &'a Self: Read + Write,
+{
+    fn shutdown_std(&self, how: Shutdown) -> io::Result<()>;
+}
+
+impl StreamSocket for std::net::TcpStream {
+    fn shutdown_std(&self, how: Shutdown) -> io::Result<()> {
+        self.shutdown(how)
+    }
+}
+
+impl StreamSocket for std::os::unix::net::UnixStream {
+    fn shutdown_std(&self, how: Shutdown) -> io::Result<()> {
+        self.shutdown(how)
+    }
+}
+
+/// A registered stream socket, shared by a stream and its owned halves.
+#[derive(Debug)]
+pub(crate) struct Conn<S: StreamSocket>(pub(crate) Arc<Async<S>>)
+where
+    for<'a> &'a S: Read + Write;
+
+impl<S: StreamSocket> Clone for Conn<S>
+where
+    for<'a> &'a S: Read + Write,
+{
+    fn clone(&self) -> Self {
+        Conn(self.0.clone())
+    }
+}
+
+impl<S: StreamSocket> Conn<S>
+where
+    for<'a> &'a S: Read + Write,
+{
+    pub(crate) fn new(socket: S) -> io::Result<Self> {
+        Ok(Conn(Arc::new(Async::new(socket)?)))
+    }
+
+    pub(crate) fn get_ref(&self) -> &S {
+        self.0.get_ref()
+    }
+
+    pub(crate) async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.read_with(|mut s| s.read(buf)).await
+    }
+
+    pub(crate) async fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write_with(|mut s| s.write(buf)).await
+    }
+
+    pub(crate) async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.write(buf).await? {
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                n => buf = &buf[n..],
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.get_ref().shutdown_std(how)
+    }
+
+    pub(crate) fn poll_read(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        self.0.poll_read_with(cx, |mut s| s.read(buf))
+    }
+
+    pub(crate) fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.0.poll_write_with(cx, |mut s| s.write(buf))
+    }
+
+    pub(crate) fn poll_shutdown(&self) -> Poll<io::Result<()>> {
+        Poll::Ready(match self.shutdown(Shutdown::Write) {
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+            r => r,
+        })
+    }
+}
+
+/// Implements the async read traits for `$ty` (and `&$ty`), whose `conn()` gives a `Conn`.
+macro_rules! impl_async_read {
+    ($ty:ty) => {
+        impl futures_io::AsyncRead for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut [u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_read(cx, buf)
+            }
+        }
+
+        impl futures_io::AsyncRead for &$ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut [u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_read(cx, buf)
+            }
+        }
+
+        #[cfg(feature = "tokio-io")]
+        impl tokio::io::AsyncRead for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                let n = std::task::ready!(self.conn().poll_read(cx, buf.initialize_unfilled()))?;
+                buf.advance(n);
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+    };
+}
+
+/// Implements the async write traits for `$ty` (and `&$ty`), whose `conn()` gives a `Conn`.
+/// Closing (`poll_close`, tokio's `poll_shutdown`) shuts the write side down (sends FIN).
+macro_rules! impl_async_write {
+    ($ty:ty) => {
+        impl futures_io::AsyncWrite for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_write(cx, buf)
+            }
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+            fn poll_close(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.conn().poll_shutdown()
+            }
+        }
+
+        impl futures_io::AsyncWrite for &$ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_write(cx, buf)
+            }
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+            fn poll_close(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.conn().poll_shutdown()
+            }
+        }
+
+        #[cfg(feature = "tokio-io")]
+        impl tokio::io::AsyncWrite for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_write(cx, buf)
+            }
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.conn().poll_shutdown()
+            }
+        }
+    };
+}
+
+/// Defines the owned read and write halves of a stream type.
+macro_rules! owned_halves {
+    ($socket:ty, $stream:literal) => {
+        /// The read half of a
+        #[doc = $stream]
+        /// made by `into_split`; it can move to another task than the write half.
+        #[derive(Debug)]
+        pub struct OwnedReadHalf {
+            pub(crate) conn: crate::net::conn::Conn<$socket>,
+        }
+
+        /// The write half of a
+        #[doc = $stream]
+        /// made by `into_split`. Dropping it shuts the write side down (sends FIN), as
+        /// tokio's does.
+        #[derive(Debug)]
+        pub struct OwnedWriteHalf {
+            pub(crate) conn: crate::net::conn::Conn<$socket>,
+        }
+
+        impl OwnedReadHalf {
+            fn conn(&self) -> &crate::net::conn::Conn<$socket> {
+                &self.conn
+            }
+
+            /// Reads into `buf`; `Ok(0)` means the peer closed its write side.
+            pub async fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.conn.read(buf).await
+            }
+        }
+
+        impl OwnedWriteHalf {
+            fn conn(&self) -> &crate::net::conn::Conn<$socket> {
+                &self.conn
+            }
+
+            /// Writes some of `buf`; returns how much.
+            pub async fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+                self.conn.write(buf).await
+            }
+
+            /// Writes all of `buf`.
+            pub async fn write_all(&self, buf: &[u8]) -> std::io::Result<()> {
+                self.conn.write_all(buf).await
+            }
+
+            /// Shuts the write side down (sends FIN) now.
+            pub fn shutdown(&self) -> std::io::Result<()> {
+                self.conn.shutdown(std::net::Shutdown::Write)
+            }
+        }
+
+        impl Drop for OwnedWriteHalf {
+            fn drop(&mut self) {
+                let _ = self.conn.shutdown(std::net::Shutdown::Write);
+            }
+        }
+
+        crate::net::conn::impl_async_read!(OwnedReadHalf);
+        crate::net::conn::impl_async_write!(OwnedWriteHalf);
+    };
+}
+
+pub(crate) use {impl_async_read, impl_async_write, owned_halves};

@@ -1,0 +1,25 @@
+//! Networking on the workers' reactors: TCP, UDP and Unix sockets, asyncio's `sock_*`
+//! functions, and asyncio-style streams.
+//!
+//! Every socket is registered with the reactor of the worker it is created on (see
+//! `io::Async`); its readiness events wake its tasks on that worker, or, if that worker is
+//! stuck in a long job, on a sibling.
+
+mod addr;
+pub(crate) mod conn;
+mod sock;
+mod streams;
+mod tcp;
+mod udp;
+mod unix;
+
+pub use addr::ToSocketAddrs;
+pub use sock::{sock_accept, sock_connect, sock_recv, sock_sendall};
+pub use streams::{
+    open_connection, start_server, start_server_with, IncompleteReadError, LimitOverrunError,
+    Server, StreamReader, StreamWriter, WriteBufferFull, DEFAULT_HARD_CAP, DEFAULT_HIGH_WATER,
+    DEFAULT_LIMIT, DEFAULT_LOW_WATER,
+};
+pub use tcp::{ListenOptions, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
+pub use udp::UdpSocket;
+pub use unix::{split as unix_split, UnixDatagram, UnixListener, UnixStream};
