@@ -61,6 +61,7 @@ mod worker;
 
 pub mod io;
 pub mod net;
+pub mod signal;
 pub mod time;
 
 pub use blocking::spawn_blocking;
