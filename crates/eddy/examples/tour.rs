@@ -33,6 +33,7 @@ fn main() -> std::io::Result<()> {
     foreign_threads(&rt);
     panics(&rt, &handled);
     stuck_worker(&rt);
+    tcp_round_trip(&rt)?;
 
     let start = Instant::now();
     let handle = rt.handle();
@@ -42,7 +43,7 @@ fn main() -> std::io::Result<()> {
     }
     rt.shutdown_timeout(Duration::from_secs(5));
     println!(
-        "8. shutdown: 1000 sleeping tasks dropped, workers joined in {:?}; submitting now gives {:?}",
+        "9. shutdown: 1000 sleeping tasks dropped, workers joined in {:?}; submitting now gives {:?}",
         start.elapsed(),
         handle.call_soon_threadsafe(|| ()).map(|_| ()),
     );
@@ -214,4 +215,42 @@ fn stuck_worker(rt: &eddy::Runtime) {
          \"{}\" after {:?}",
         first.0, first.1, second.0, second.1
     );
+}
+
+/// A TCP echo server and client on 127.0.0.1, with asyncio-style streams.
+fn tcp_round_trip(rt: &eddy::Runtime) -> std::io::Result<()> {
+    use eddy::net::{open_connection, start_server};
+
+    rt.block_on(async {
+        let server = start_server("127.0.0.1:0", |mut reader, writer| async move {
+            while let Ok(line) = reader.readline().await {
+                if line.is_empty() || writer.write(&line).is_err() || writer.drain().await.is_err() {
+                    break;
+                }
+            }
+            let _ = writer.close().await;
+        })
+        .await?;
+        let (mut reader, writer) = open_connection(server.local_addr()).await?;
+        let start = Instant::now();
+        let mut replies = 0;
+        for i in 0..1000 {
+            writer.write(format!("line {i}\n").as_bytes())?;
+            writer.drain().await?;
+            let reply = reader.readline().await?;
+            assert_eq!(reply, format!("line {i}\n").into_bytes());
+            replies += 1;
+        }
+        let took = start.elapsed();
+        writer.close().await?;
+        server.close();
+        server.wait_closed().await;
+        println!(
+            "8. tcp: {replies} lines echoed through a local start_server/open_connection pair \
+             on {} in {took:?} ({:.1} µs per round trip)",
+            server.local_addr(),
+            took.as_secs_f64() * 1e6 / replies as f64
+        );
+        Ok(())
+    })
 }
