@@ -1,0 +1,342 @@
+//! TCP on real sockets over 127.0.0.1: echo, many connections, a large transfer, half-close,
+//! resets, socket options, asyncio's `sock_*` functions.
+
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use eddy::net::{TcpListener, TcpStream};
+
+fn rt(workers: usize) -> eddy::Runtime {
+    eddy::Builder::new().workers(workers).build().unwrap()
+}
+
+/// Runs `fut` on `rt`, failing the test if it takes longer than `secs`.
+fn run<T: Send + 'static>(
+    rt: &eddy::Runtime,
+    secs: u64,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    rt.block_on(async move {
+        eddy::time::timeout(Duration::from_secs(secs), fut)
+            .await
+            .expect("test timed out")
+    })
+}
+
+async fn echo_server() -> io::Result<std::net::SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    drop(eddy::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            drop(eddy::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if s.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }));
+        }
+    }));
+    Ok(addr)
+}
+
+#[test]
+fn echo_round_trips() {
+    let rt = rt(2);
+    run(&rt, 20, async {
+        let addr = echo_server().await.unwrap();
+        let c = TcpStream::connect(addr).await.unwrap();
+        c.set_nodelay(true).unwrap();
+        assert!(c.nodelay().unwrap());
+        assert_eq!(c.peer_addr().unwrap(), addr);
+        for i in 0..1000u32 {
+            let msg = i.to_le_bytes();
+            c.write_all(&msg).await.unwrap();
+            let mut back = [0u8; 4];
+            c.read_exact(&mut back).await.unwrap();
+            assert_eq!(back, msg);
+        }
+    });
+}
+
+#[test]
+fn a_thousand_concurrent_connections() {
+    let rt = rt(2);
+    let done = run(&rt, 60, async {
+        let addr = echo_server().await.unwrap();
+        let done = Arc::new(AtomicUsize::new(0));
+        let clients: Vec<_> = (0..1000u32)
+            .map(|i| {
+                let done = done.clone();
+                eddy::spawn(async move {
+                    let c = TcpStream::connect(addr).await?;
+                    for round in 0..3u32 {
+                        let msg = [i.to_le_bytes(), round.to_le_bytes()].concat();
+                        c.write_all(&msg).await?;
+                        let mut back = [0u8; 8];
+                        c.read_exact(&mut back).await?;
+                        assert_eq!(&back[..], &msg[..]);
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                    io::Result::Ok(())
+                })
+            })
+            .collect();
+        for c in clients {
+            c.await.unwrap().unwrap();
+        }
+        done.load(Ordering::SeqCst)
+    });
+    assert_eq!(done, 1000);
+}
+
+/// FNV-1a, enough to catch lost, repeated or reordered bytes.
+fn checksum(mut h: u64, data: &[u8]) -> u64 {
+    for b in data {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+#[test]
+fn hundred_megabytes_through_one_connection() {
+    const TOTAL: usize = 100 * 1024 * 1024;
+    let rt = rt(2);
+    let (sent, received) = run(&rt, 120, async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let receiver = eddy::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 256 * 1024];
+            let (mut n, mut h) = (0usize, 0xcbf2_9ce4_8422_2325u64);
+            loop {
+                let k = s.read(&mut buf).await.unwrap();
+                if k == 0 {
+                    break;
+                }
+                h = checksum(h, &buf[..k]);
+                n += k;
+            }
+            (n, h)
+        });
+        let c = TcpStream::connect(addr).await.unwrap();
+        let mut chunk = vec![0u8; 1024 * 1024];
+        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut x = 1u32;
+        for i in 0..TOTAL / chunk.len() {
+            for b in chunk.iter_mut() {
+                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223 + i as u32);
+                *b = (x >> 24) as u8;
+            }
+            h = checksum(h, &chunk);
+            c.write_all(&chunk).await.unwrap();
+        }
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        ((TOTAL, h), receiver.await.unwrap())
+    });
+    assert_eq!(sent, received);
+}
+
+#[test]
+fn half_close_keeps_the_other_direction() {
+    let rt = rt(2);
+    run(&rt, 20, async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = eddy::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 100];
+            loop {
+                match s.read(&mut buf).await.unwrap() {
+                    0 => break, // the client's FIN
+                    n => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            // Our write side still works after the peer's half-close.
+            s.write_all(b"reply after eof").await.unwrap();
+            got
+        });
+        let c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(b"request").await.unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 100];
+        loop {
+            match c.read(&mut buf).await.unwrap() {
+                0 => break,
+                n => reply.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert_eq!(server.await.unwrap(), b"request");
+        assert_eq!(reply, b"reply after eof");
+    });
+}
+
+/// Closes `s` with SO_LINGER 0: the peer gets a RST instead of a FIN.
+fn reset(s: TcpStream) {
+    socket2::SockRef::from(s.get_ref())
+        .set_linger(Some(Duration::ZERO))
+        .unwrap();
+    drop(s);
+}
+
+#[test]
+fn peer_reset_is_an_error_on_the_next_read_and_write() {
+    let rt = rt(2);
+    run(&rt, 20, async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let c = TcpStream::connect(addr).await.unwrap();
+        let (s, _) = listener.accept().await.unwrap();
+        c.write_all(b"unread").await.unwrap();
+        eddy::time::sleep(Duration::from_millis(20)).await;
+        reset(s);
+        eddy::time::sleep(Duration::from_millis(20)).await;
+        let mut buf = [0u8; 16];
+        let err = c.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionReset, "{err}");
+        let err = c.write_all(b"more").await.unwrap_err();
+        assert!(
+            matches!(err.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset),
+            "{err}"
+        );
+    });
+}
+
+#[test]
+fn connect_to_a_closed_port_is_refused() {
+    let rt = rt(1);
+    run(&rt, 10, async {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let err = TcpStream::connect(addr).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::ConnectionRefused);
+    });
+}
+
+#[test]
+fn connect_resolves_host_names_on_the_blocking_pool() {
+    let rt = rt(1);
+    run(&rt, 20, async {
+        let addr = echo_server().await.unwrap();
+        let c = TcpStream::connect(("localhost", addr.port())).await;
+        // localhost may resolve to ::1 first; one of the addresses must work.
+        let c = c.unwrap();
+        c.write_all(b"x").await.unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b).await.unwrap();
+        assert_eq!(&b, b"x");
+    });
+}
+
+#[test]
+fn owned_halves_work_from_two_tasks() {
+    let rt = rt(2);
+    run(&rt, 20, async {
+        let addr = echo_server().await.unwrap();
+        let (r, w) = TcpStream::connect(addr).await.unwrap().into_split();
+        let writer = eddy::spawn(async move {
+            for i in 0..100u8 {
+                w.write_all(&[i]).await.unwrap();
+            }
+            w // keep the write side open until the reader is done
+        });
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        while got.len() < 100 {
+            let n = r.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got, (0..100u8).collect::<Vec<_>>());
+        drop(writer.await.unwrap());
+    });
+}
+
+#[test]
+fn futures_io_traits_are_implemented() {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let rt = rt(1);
+    run(&rt, 10, async {
+        let addr = echo_server().await.unwrap();
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        AsyncWriteExt::write_all(&mut c, b"traits").await.unwrap();
+        let mut buf = [0u8; 6];
+        AsyncReadExt::read_exact(&mut c, &mut buf).await.unwrap();
+        assert_eq!(&buf, b"traits");
+        c.close().await.unwrap();
+    });
+}
+
+#[test]
+fn sock_functions_over_std_sockets() {
+    let rt = rt(2);
+    run(&rt, 20, async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accept = eddy::spawn(async move {
+            let (s, _) = eddy::net::sock_accept(&listener).await.unwrap();
+            let mut buf = [0u8; 5];
+            let mut got = 0;
+            while got < 5 {
+                got += eddy::net::sock_recv(&s, &mut buf[got..]).await.unwrap();
+            }
+            eddy::net::sock_sendall(&s, &buf).await.unwrap();
+        });
+        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        sock.set_nonblocking(true).unwrap();
+        eddy::net::sock_connect(&sock, addr).await.unwrap();
+        let stream: std::net::TcpStream = sock.into();
+        eddy::net::sock_sendall(&stream, b"hello").await.unwrap();
+        let mut back = [0u8; 5];
+        let mut got = 0;
+        while got < 5 {
+            got += eddy::net::sock_recv(&stream, &mut back[got..]).await.unwrap();
+        }
+        assert_eq!(&back, b"hello");
+        accept.await.unwrap();
+    });
+}
+
+#[test]
+fn sock_functions_reject_blocking_sockets() {
+    let rt = rt(1);
+    run(&rt, 10, async {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let err = eddy::net::sock_accept(&listener).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(err.to_string(), "the socket must be non-blocking");
+        let s = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 1];
+        let err = eddy::net::sock_recv(&s, &mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        let err = eddy::net::sock_sendall(&s, b"x").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+    });
+}
+
+#[test]
+fn reuse_port_lets_two_listeners_share_a_port() {
+    use eddy::net::ListenOptions;
+    let rt = rt(1);
+    run(&rt, 10, async {
+        let opts = ListenOptions::new().reuse_port(true).backlog(16);
+        let a = TcpListener::bind_with("127.0.0.1:0", &opts).await.unwrap();
+        let b = TcpListener::bind_with(a.local_addr().unwrap(), &opts).await.unwrap();
+        assert_eq!(a.local_addr().unwrap(), b.local_addr().unwrap());
+        // Without SO_REUSEPORT the second bind fails.
+        let err = TcpListener::bind(a.local_addr().unwrap()).await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
+    });
+}

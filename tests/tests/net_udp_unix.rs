@@ -1,0 +1,130 @@
+//! UDP and Unix domain sockets.
+
+use std::time::Duration;
+
+use eddy::net::{UdpSocket, UnixDatagram, UnixListener, UnixStream};
+
+fn run<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
+    let rt = eddy::Builder::new().workers(2).build().unwrap();
+    rt.block_on(async move {
+        eddy::time::timeout(Duration::from_secs(20), fut)
+            .await
+            .expect("test timed out")
+    })
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("eddy-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn udp_send_to_recv_from_and_connected() {
+    run(async {
+        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let b = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let (aa, ba) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        for i in 0..100u32 {
+            a.send_to(&i.to_le_bytes(), ba).await.unwrap();
+            let mut buf = [0u8; 8];
+            let (n, from) = b.recv_from(&mut buf).await.unwrap();
+            assert_eq!((n, from, &buf[..4]), (4, aa, &i.to_le_bytes()[..]));
+        }
+        a.connect(ba).await.unwrap();
+        b.connect(aa).await.unwrap();
+        assert_eq!(a.peer_addr().unwrap(), ba);
+        a.send(b"connected").await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = b.recv(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"connected");
+    });
+}
+
+#[test]
+fn udp_recv_waits_for_a_datagram() {
+    run(async {
+        let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = a.local_addr().unwrap();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            s.send_to(b"late", addr).unwrap();
+        });
+        let mut buf = [0u8; 8];
+        let (n, _) = a.recv_from(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"late");
+        sender.join().unwrap();
+    });
+}
+
+#[test]
+fn unix_stream_listener_and_pair() {
+    let dir = temp_dir("stream");
+    let path = dir.join("s.sock");
+    run(async move {
+        let listener = UnixListener::bind(&path).unwrap();
+        let server = eddy::spawn(async move {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf).await.unwrap();
+            s.write_all(&buf).await.unwrap();
+        });
+        let c = UnixStream::connect(&path).await.unwrap();
+        c.write_all(b"unix!").await.unwrap();
+        let mut buf = [0u8; 5];
+        c.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"unix!");
+        server.await.unwrap();
+
+        let (a, b) = UnixStream::pair().unwrap();
+        let (ra, wa) = a.into_split();
+        wa.write_all(b"half").await.unwrap();
+        drop(wa); // shuts down the write side: b sees EOF after the data
+        let mut got = Vec::new();
+        let mut buf = [0u8; 8];
+        loop {
+            match b.read(&mut buf).await.unwrap() {
+                0 => break,
+                n => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        assert_eq!(got, b"half");
+        b.write_all(b"back").await.unwrap();
+        let mut buf = [0u8; 4];
+        let mut n = 0;
+        while n < 4 {
+            n += ra.read(&mut buf[n..]).await.unwrap();
+        }
+        assert_eq!(&buf, b"back");
+    });
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn unix_datagrams() {
+    let dir = temp_dir("dgram");
+    let (pa, pb) = (dir.join("a.sock"), dir.join("b.sock"));
+    run(async move {
+        let a = UnixDatagram::bind(&pa).unwrap();
+        let b = UnixDatagram::bind(&pb).unwrap();
+        a.send_to(b"to b", &pb).await.unwrap();
+        let mut buf = [0u8; 8];
+        let (n, from) = b.recv_from(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"to b");
+        assert_eq!(from.as_pathname(), Some(pa.as_path()));
+
+        let (x, y) = UnixDatagram::pair().unwrap();
+        x.send(b"pair").await.unwrap();
+        let n = y.recv(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"pair");
+
+        let u = UnixDatagram::unbound().unwrap();
+        u.connect(&pa).unwrap();
+        u.send(b"unbound").await.unwrap();
+        let n = a.recv(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"unbound"[..n].as_ref());
+    });
+    std::fs::remove_dir_all(dir).unwrap();
+}
