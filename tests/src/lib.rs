@@ -1,1 +1,375 @@
+//! Shared helpers for eddy's integration, stress and fault tests (`tests/tests/*.rs`).
+//!
+//! * [`DropCounter`] / [`DropToken`]: count how many values were dropped.
+//! * [`with_deadline`]: run a test body on its own thread and fail (instead of hanging) if it
+//!   does not finish in time.
+//! * [`wait_until`], [`spin_for`], [`Rng`]: small timing and randomness utilities.
+//! * [`ExceptionLog`]: an exception handler that records what it is given.
+//! * [`quiet_expected_panics`]: a panic hook that keeps expected panics out of the output.
+//! * [`Anchors`]: run code on a chosen worker of a runtime.
 
+use std::any::Any;
+use std::future::Future;
+use std::panic::{self, PanicHookInfo};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+
+/// Counts drops of the [`DropToken`]s it handed out.
+#[derive(Debug, Clone, Default)]
+pub struct DropCounter(Arc<AtomicUsize>);
+
+impl DropCounter {
+    /// A counter at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A token that adds one to this counter when it is dropped.
+    pub fn token(&self) -> DropToken {
+        DropToken(self.0.clone())
+    }
+
+    /// Tokens dropped so far.
+    pub fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Adds one to its [`DropCounter`] when dropped.
+#[derive(Debug)]
+pub struct DropToken(Arc<AtomicUsize>);
+
+impl DropToken {
+    /// Does nothing; lets a closure or future "use" (and so capture) the token.
+    pub fn touch(&self) {}
+}
+
+impl Drop for DropToken {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs `f` on a fresh thread and returns its result. Panics if `f` has not returned after
+/// `limit` (the thread is left behind: the test has failed anyway), and re-raises a panic of
+/// `f` on the calling thread.
+pub fn with_deadline<R, F>(limit: Duration, f: F) -> R
+where
+    R: Send + 'static,
+    F: FnOnce() -> R + Send + 'static,
+{
+    struct Signal(std::sync::mpsc::Sender<()>);
+    impl Drop for Signal {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let body = std::thread::Builder::new()
+        .name("test-body".into())
+        .spawn(move || {
+            let _signal = Signal(tx);
+            f()
+        })
+        .expect("spawn test body");
+    if rx.recv_timeout(limit).is_err() {
+        panic!("test body did not finish within {limit:?}: hang");
+    }
+    match body.join() {
+        Ok(r) => r,
+        Err(payload) => panic::resume_unwind(payload),
+    }
+}
+
+/// Polls `cond` every millisecond until it holds (true) or `limit` passes (false).
+pub fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= end {
+            return cond();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Busy-waits for `d` (CPU work that does not yield the thread).
+pub fn spin_for(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// A tiny deterministic xorshift generator (no `rand` dependency).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a non-zero seed.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+
+    /// The next pseudo-random number.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// Fisher-Yates shuffle.
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// The text of a panic payload (`&str` or `String`), or `"<non-string panic>"`.
+pub fn panic_text(payload: &(dyn Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic>".to_string()
+    }
+}
+
+/// Marker to put in panic messages that a test provokes on purpose.
+pub const EXPECTED: &str = "[expected panic]";
+
+/// A non-string panic payload (for `std::panic::panic_any`) that the quiet hook ignores.
+#[derive(Debug, Clone, Copy)]
+pub struct ExpectedPayload;
+
+/// Messages of panics that eddy raises on misuse and that tests provoke on purpose.
+const EXPECTED_EDDY_PANICS: &[&str] = &[
+    EXPECTED,
+    "this event loop is already running",
+    "no eddy runtime on this thread",
+    "spawn_local must be called",
+];
+
+/// Installs (once per test binary) a panic hook that stays silent for panics whose message
+/// contains [`EXPECTED`] or one of eddy's misuse messages, and delegates every other panic to
+/// the default hook. Keeps thousands of provoked panics from flooding (and slowing) the run.
+pub fn quiet_expected_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = panic::take_hook();
+        panic::set_hook(Box::new(move |info: &PanicHookInfo<'_>| {
+            if info.payload().is::<ExpectedPayload>() {
+                return;
+            }
+            let text = panic_text(info.payload());
+            if EXPECTED_EDDY_PANICS.iter().any(|m| text.contains(m)) {
+                return;
+            }
+            default(info);
+        }));
+    });
+}
+
+/// What an exception handler was given, copied out of the `ExceptionContext`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// `ExceptionContext::message`.
+    pub message: String,
+    /// `ExceptionContext::panic_message`.
+    pub panic: Option<String>,
+    /// `ExceptionContext::location` as (file, line).
+    pub location: Option<(String, u32)>,
+    /// `ExceptionContext::task_id`.
+    pub task: Option<u64>,
+    /// The `Display` text of the context.
+    pub display: String,
+}
+
+/// An exception handler that records every report.
+#[derive(Debug, Clone, Default)]
+pub struct ExceptionLog(Arc<Mutex<Vec<Report>>>);
+
+impl ExceptionLog {
+    /// An empty log.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The handler to pass to `Builder::exception_handler`.
+    pub fn handler(&self) -> impl Fn(&eddy::ExceptionContext) + Send + Sync + 'static {
+        let log = self.0.clone();
+        move |ctx: &eddy::ExceptionContext| {
+            let report = Report {
+                message: ctx.message().to_string(),
+                panic: ctx.panic_message().map(str::to_string),
+                location: ctx.location().map(|l| (l.file().to_string(), l.line())),
+                task: ctx.task_id().map(eddy::TaskId::as_u64),
+                display: ctx.to_string(),
+            };
+            log.lock().unwrap().push(report);
+        }
+    }
+
+    /// A copy of the reports so far.
+    pub fn reports(&self) -> Vec<Report> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// Reports so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// True when nothing was reported.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Reports whose message is `message`.
+    pub fn count(&self, message: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.message == message)
+            .count()
+    }
+}
+
+/// A future to run on a chosen worker (it may be `!Send`).
+pub type LocalJob = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// One pinned ("anchor") task per worker, fed through a channel: lets a test run code on a
+/// chosen worker thread. Needs a runtime built with `thread_name(prefix)`, so that a worker's
+/// index can be read from its thread name `"{prefix}-{index}"`.
+#[derive(Debug)]
+pub struct Anchors {
+    senders: Vec<async_channel::Sender<LocalJob>>,
+}
+
+impl Anchors {
+    /// Places one anchor on each of the `workers` workers of `rt` (whose threads are named
+    /// `"{prefix}-N"`). Panics if that takes more than a few seconds.
+    pub fn new(rt: &eddy::Runtime, prefix: &str, workers: usize) -> Self {
+        let slots: Arc<Mutex<Vec<Option<async_channel::Sender<LocalJob>>>>> =
+            Arc::new(Mutex::new(vec![None; workers]));
+        let handle = rt.handle();
+        let end = Instant::now() + Duration::from_secs(10);
+        let prefix = format!("{prefix}-");
+        while slots.lock().unwrap().iter().any(Option::is_none) {
+            assert!(
+                Instant::now() < end,
+                "could not place an anchor on every worker"
+            );
+            // A few callbacks that each keep their worker busy for a moment, so that the
+            // others get work too.
+            for _ in 0..workers * 2 {
+                let slots = slots.clone();
+                let prefix = prefix.clone();
+                handle
+                    .call_soon_threadsafe(move || {
+                        let name = std::thread::current().name().unwrap_or("").to_string();
+                        let index: usize = name
+                            .strip_prefix(&prefix)
+                            .and_then(|i| i.parse().ok())
+                            .expect("worker thread name");
+                        let mut slots = slots.lock().unwrap();
+                        if slots[index].is_none() {
+                            let (tx, rx) = async_channel::unbounded::<LocalJob>();
+                            let anchor = eddy::spawn_local(async move {
+                                while let Ok(job) = rx.recv().await {
+                                    job().await;
+                                }
+                            });
+                            drop(anchor); // detached
+                            slots[index] = Some(tx);
+                        }
+                        drop(slots);
+                        spin_for(Duration::from_millis(2));
+                    })
+                    .expect("runtime is open");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let senders = Arc::try_unwrap(slots)
+            .map(|m| m.into_inner().unwrap())
+            .unwrap_or_else(|arc| arc.lock().unwrap().clone())
+            .into_iter()
+            .map(|s| s.expect("anchor"))
+            .collect();
+        Anchors { senders }
+    }
+
+    /// Runs `job()` (a possibly `!Send` future) inside worker `index`'s anchor task. Jobs
+    /// given to one anchor run one after the other.
+    pub fn run<F, Fut>(&self, index: usize, job: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let job: LocalJob = Box::new(move || Box::pin(job()));
+        self.senders[index]
+            .try_send(job)
+            .unwrap_or_else(|_| panic!("anchor {index} is gone"));
+    }
+}
+
+/// Environment variable that marks a test binary started by [`run_child_test`].
+pub const CHILD_ENV: &str = "EDDY_TESTS_CHILD";
+
+/// True inside a child process started by [`run_child_test`].
+pub fn is_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Runs the (ignored) test `name` of the current test binary in a child process, for tests
+/// whose failure mode is an abort of the whole process, and returns its exit status and its
+/// output (stdout and stderr together). The child test should return at once unless
+/// [`is_child`] is true, so that `cargo test -- --ignored` does not run it in-process.
+pub fn run_child_test(name: &str, limit: Duration) -> (std::process::ExitStatus, String) {
+    let exe = std::env::current_exe().expect("current test binary");
+    let mut child = std::process::Command::new(exe)
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start child test process");
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for child") {
+            break status;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child test {name} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let out = child.wait_with_output().expect("child output");
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (status, text)
+}

@@ -1,0 +1,385 @@
+//! Panics in tasks and callbacks are contained, reported and do not hurt the runtime.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use eddy::{Builder, TaskError};
+use eddy_tests::{
+    is_child, quiet_expected_panics, run_child_test, wait_until, with_deadline, ExceptionLog,
+    ExpectedPayload, EXPECTED,
+};
+
+/// 10% of 100,000 tasks panic (some at once, some after a yield or a sleep): the other
+/// 90,000 all complete, each panicked task gives `TaskError::Panicked` with its message to its
+/// awaiter, and (since every panic was retrieved) nothing reaches the exception handler.
+#[test]
+fn ten_percent_of_100_000_tasks_panic_the_rest_complete() {
+    const N: u64 = 100_000;
+    quiet_expected_panics();
+    with_deadline(Duration::from_secs(120), || {
+        let log = ExceptionLog::new();
+        let rt = Builder::new()
+            .workers(2)
+            .exception_handler(log.handler())
+            .build()
+            .unwrap();
+        let (ok, panicked, ok_sum) = rt.block_on(async {
+            let tasks: Vec<_> = (0..N)
+                .map(|i| {
+                    eddy::spawn(async move {
+                        match i % 30 {
+                            10 => eddy::yield_now().await,
+                            20 => eddy::time::sleep(Duration::from_millis(1)).await,
+                            _ => {}
+                        }
+                        if i % 10 == 0 {
+                            panic!("{EXPECTED} task {i} failed");
+                        }
+                        i
+                    })
+                })
+                .collect();
+            let (mut ok, mut panicked, mut ok_sum) = (0u64, 0u64, 0u64);
+            for (i, t) in tasks.into_iter().enumerate() {
+                match t.await {
+                    Ok(v) => {
+                        assert_eq!(v, i as u64);
+                        ok += 1;
+                        ok_sum += v;
+                    }
+                    Err(TaskError::Panicked(p)) => {
+                        assert_eq!(i % 10, 0, "task {i} should not have panicked");
+                        assert_eq!(p.message(), format!("{EXPECTED} task {i} failed"));
+                        assert_eq!(p.location().file(), file!());
+                        panicked += 1;
+                    }
+                    Err(e) => panic!("task {i}: {e}"),
+                }
+            }
+            (ok, panicked, ok_sum)
+        });
+        assert_eq!(ok, 90_000);
+        assert_eq!(panicked, 10_000);
+        let all: u64 = N * (N - 1) / 2;
+        let tenth: u64 = (0..N).step_by(10).sum();
+        assert_eq!(ok_sum, all - tenth);
+        // The runtime still serves.
+        assert_eq!(
+            rt.block_on(async { eddy::spawn(async { 5 }).await.unwrap() }),
+            5
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            log.is_empty(),
+            "retrieved panics were reported: {:?}",
+            log.reports().first()
+        );
+    });
+}
+
+/// A detached task that panics is reported once as "Task exception was never retrieved", with
+/// the panic text, the task id and where it was spawned. So is a finished panicked task whose
+/// `Task` is dropped without being awaited; an awaited one is not.
+#[test]
+fn unretrieved_task_panics_are_reported() {
+    const N: usize = 1_000;
+    quiet_expected_panics();
+    with_deadline(Duration::from_secs(60), || {
+        let log = ExceptionLog::new();
+        let rt = Builder::new()
+            .workers(2)
+            .exception_handler(log.handler())
+            .build()
+            .unwrap();
+        let handle = rt.handle();
+        let line = line!() + 3;
+        let mut ids = Vec::new();
+        for i in 0..N {
+            let t = handle.spawn(async move {
+                if i % 2 == 0 {
+                    eddy::yield_now().await;
+                }
+                panic!("{EXPECTED} detached {i}");
+            });
+            ids.push(t.id().as_u64());
+            drop(t);
+        }
+        assert!(
+            wait_until(Duration::from_secs(30), || log.len() >= N),
+            "{} of {N} detached panics reported",
+            log.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let reports = log.reports();
+        assert_eq!(reports.len(), N, "reported more than once?");
+        let mut seen: Vec<u64> = reports.iter().map(|r| r.task.expect("task id")).collect();
+        seen.sort_unstable();
+        ids.sort_unstable();
+        assert_eq!(seen, ids);
+        for r in &reports {
+            assert_eq!(r.message, "Task exception was never retrieved");
+            let text = r.panic.as_deref().unwrap();
+            assert!(text.starts_with(&format!("{EXPECTED} detached ")), "{text}");
+            assert_eq!(r.location, Some((file!().to_string(), line)));
+            assert!(r.display.contains("Task exception was never retrieved"));
+            assert!(r.display.contains(text));
+        }
+
+        // Finished but never awaited: reported when the Task is dropped.
+        let t = handle.spawn(async { panic!("{EXPECTED} finished, not awaited") });
+        assert!(wait_until(Duration::from_secs(5), || t.is_finished()));
+        std::thread::sleep(Duration::from_millis(10));
+        assert_eq!(log.len(), N, "reported before the Task was dropped");
+        drop(t);
+        assert_eq!(log.len(), N + 1);
+        assert_eq!(
+            log.reports().last().unwrap().panic.as_deref(),
+            Some(&*format!("{EXPECTED} finished, not awaited"))
+        );
+
+        // Awaited: not reported.
+        let t = handle.spawn(async { panic!("{EXPECTED} awaited") });
+        let err = rt.block_on(t).unwrap_err();
+        assert!(err.is_panic());
+        assert!(err.to_string().contains("awaited"), "{err}");
+        drop(err);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(log.len(), N + 1);
+    });
+}
+
+/// A panicking callback is reported as "Exception in callback" with the panic text and the
+/// file/line of the `call_soon` (or `call_later`, `call_soon_threadsafe`) call site; the
+/// worker goes on running the next callbacks.
+#[test]
+fn panicking_callbacks_are_reported_with_their_call_site() {
+    quiet_expected_panics();
+    with_deadline(Duration::from_secs(30), || {
+        let log = ExceptionLog::new();
+        let rt = Builder::new()
+            .workers(1)
+            .exception_handler(log.handler())
+            .build()
+            .unwrap();
+        let after = Arc::new(AtomicUsize::new(0));
+        let a = after.clone();
+        let (soon_line, later_line) = rt.block_on(async move {
+            let (tx, rx) = async_channel::bounded(1);
+            let soon_line = line!() + 1;
+            eddy::call_soon(|| panic!("{EXPECTED} boom"));
+            let a2 = a.clone();
+            eddy::call_soon(move || {
+                a2.fetch_add(1, Ordering::SeqCst);
+            });
+            let later_line = line!() + 1;
+            eddy::call_later(Duration::from_millis(5), || {
+                std::panic::panic_any(ExpectedPayload);
+            });
+            eddy::call_later(Duration::from_millis(10), move || {
+                a.fetch_add(1, Ordering::SeqCst);
+                tx.try_send(()).unwrap();
+            });
+            rx.recv().await.unwrap();
+            (soon_line, later_line)
+        });
+        let h = rt.handle();
+        let threadsafe_line = line!() + 1;
+        h.call_soon_threadsafe(|| panic!("{EXPECTED} from afar"))
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(5), || log.len() == 3));
+        assert_eq!(
+            after.load(Ordering::SeqCst),
+            2,
+            "callbacks after a panic did not run"
+        );
+        let reports = log.reports();
+        for r in &reports {
+            assert_eq!(r.message, "Exception in callback");
+            assert_eq!(r.task, None);
+        }
+        let file = file!().to_string();
+        assert_eq!(
+            reports[0].panic.as_deref(),
+            Some(&*format!("{EXPECTED} boom"))
+        );
+        assert_eq!(reports[0].location, Some((file.clone(), soon_line)));
+        assert!(reports[0].display.starts_with(&format!(
+            "Exception in callback, scheduled at {file}:{soon_line}:"
+        )));
+        assert!(reports[0].display.ends_with(&format!(": {EXPECTED} boom")));
+        assert_eq!(reports[1].panic.as_deref(), Some("Box<dyn Any>"));
+        assert_eq!(reports[1].location, Some((file.clone(), later_line)));
+        assert_eq!(
+            reports[2].panic.as_deref(),
+            Some(&*format!("{EXPECTED} from afar"))
+        );
+        assert_eq!(reports[2].location, Some((file, threadsafe_line)));
+    });
+}
+
+/// 10,000 panicking callbacks among 90,000 good ones on 2 workers: all good ones run, every
+/// panic is reported exactly once.
+#[test]
+fn many_panicking_callbacks_do_not_disturb_the_others() {
+    quiet_expected_panics();
+    with_deadline(Duration::from_secs(60), || {
+        let log = ExceptionLog::new();
+        let rt = Builder::new()
+            .workers(2)
+            .exception_handler(log.handler())
+            .build()
+            .unwrap();
+        let good = Arc::new(AtomicUsize::new(0));
+        let handle = rt.handle();
+        for i in 0..100_000u32 {
+            let good = good.clone();
+            handle
+                .call_soon_threadsafe(move || {
+                    if i % 10 == 0 {
+                        panic!("{EXPECTED} cb {i}");
+                    }
+                    good.fetch_add(1, Ordering::Relaxed);
+                })
+                .unwrap();
+        }
+        assert!(wait_until(Duration::from_secs(50), || good
+            .load(Ordering::Relaxed)
+            == 90_000
+            && log.len() == 10_000));
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(log.len(), 10_000);
+        assert_eq!(log.count("Exception in callback"), 10_000);
+    });
+}
+
+/// An exception handler that panics itself is contained: the runtime keeps working and later
+/// errors still reach the handler.
+#[test]
+fn panicking_exception_handler_is_contained() {
+    quiet_expected_panics();
+    with_deadline(Duration::from_secs(30), || {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let rt = Builder::new()
+            .workers(1)
+            .exception_handler(move |_ctx: &eddy::ExceptionContext| {
+                c.fetch_add(1, Ordering::SeqCst);
+                panic!("{EXPECTED} in the handler");
+            })
+            .build()
+            .unwrap();
+        for _ in 0..3 {
+            rt.handle()
+                .call_soon_threadsafe(|| panic!("{EXPECTED} cb"))
+                .unwrap();
+        }
+        drop(rt.handle().spawn(async { panic!("{EXPECTED} task") }));
+        assert!(wait_until(Duration::from_secs(5), || calls
+            .load(Ordering::SeqCst)
+            == 4));
+        let (tx, rx) = mpsc::channel();
+        rt.handle()
+            .call_soon_threadsafe(move || tx.send(()).unwrap())
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            rt.block_on(async { eddy::spawn(async { 1 }).await.unwrap() }),
+            1
+        );
+    });
+}
+
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("{EXPECTED} in a future's destructor");
+        }
+    }
+}
+
+/// A future that completes (after one yield) while still owning a `PanicOnDrop`: its
+/// destructor, run by the task cell after completion, panics.
+struct ReadyThenPanicOnDrop {
+    _bomb: PanicOnDrop,
+    yielded: bool,
+}
+
+impl std::future::Future for ReadyThenPanicOnDrop {
+    type Output = u32;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<u32> {
+        if self.yielded {
+            std::task::Poll::Ready(5)
+        } else {
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// A task whose future panics while being dropped after it completed: the worker survives and
+/// reports "Exception while dropping a task's future" (as `worker::run_job` intends), and
+/// awaiting the task gives an answer instead of hanging. Run in a child process because the
+/// failure mode is an abort of the whole process.
+#[test]
+#[ignore = "bug: a task future whose destructor panics aborts the process (async-task's \
+            drop_future is abort_on_panic; eddy's TaskFuture does not catch drop panics)"]
+fn panic_in_a_finished_futures_destructor_is_contained() {
+    let (status, output) = run_child_test(
+        "child_panic_in_a_finished_futures_destructor",
+        Duration::from_secs(60),
+    );
+    assert!(
+        status.success(),
+        "the child test failed ({status}):\n{output}"
+    );
+}
+
+#[test]
+#[ignore = "run in a child process by panic_in_a_finished_futures_destructor_is_contained"]
+fn child_panic_in_a_finished_futures_destructor() {
+    if !is_child() {
+        return;
+    }
+    quiet_expected_panics();
+    with_deadline(Duration::from_secs(30), || {
+        let log = ExceptionLog::new();
+        let rt = Builder::new()
+            .workers(1)
+            .exception_handler(log.handler())
+            .build()
+            .unwrap();
+        let t = rt.handle().spawn(ReadyThenPanicOnDrop {
+            _bomb: PanicOnDrop,
+            yielded: false,
+        });
+        assert!(wait_until(Duration::from_secs(5), || log.len() == 1));
+        let r = log.reports()[0].clone();
+        assert_eq!(
+            r.message, "Exception while dropping a task's future",
+            "{r:?}"
+        );
+        assert_eq!(
+            r.panic.as_deref(),
+            Some(&*format!("{EXPECTED} in a future's destructor"))
+        );
+        // The worker still runs things.
+        let (tx, rx) = mpsc::channel();
+        rt.handle()
+            .call_soon_threadsafe(move || tx.send(()).unwrap())
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        // Awaiting the task gives an answer (any), bounded.
+        let out = rt.block_on(eddy::time::timeout(Duration::from_secs(2), t));
+        assert!(
+            out.is_ok(),
+            "awaiting a task whose finished future panicked in drop never completes"
+        );
+    });
+}
