@@ -77,6 +77,8 @@ fn writer_and_reader_on_one_fd_are_independent() {
     wait_until("writable", || writes.load(Ordering::SeqCst) > 0);
     assert_eq!(reads.load(Ordering::SeqCst), 0);
     assert!(rt.block_on(async move { eddy::remove_writer(fd) }).unwrap());
+    // A call already under way when remove_writer returned may still finish; none may start.
+    std::thread::sleep(Duration::from_millis(20));
     let w_before = writes.load(Ordering::SeqCst);
     b.write_all(b"r").unwrap();
     wait_until("readable", || reads.load(Ordering::SeqCst) > 0);

@@ -328,8 +328,6 @@ impl std::future::Future for ReadyThenPanicOnDrop {
 /// awaiting the task gives an answer instead of hanging. Run in a child process because the
 /// failure mode is an abort of the whole process.
 #[test]
-#[ignore = "bug: a task future whose destructor panics aborts the process (async-task's \
-            drop_future is abort_on_panic; eddy's TaskFuture does not catch drop panics)"]
 fn panic_in_a_finished_futures_destructor_is_contained() {
     let (status, output) = run_child_test(
         "child_panic_in_a_finished_futures_destructor",

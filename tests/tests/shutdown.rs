@@ -248,9 +248,6 @@ fn pending_local_tasks_are_dropped_on_their_worker_at_shutdown() {
 /// still dropped (on its worker) by the time shutdown returns, and awaiting it does not hang.
 /// (A wake that arrives after `close` must not strand the task.)
 #[test]
-#[ignore = "bug: a spawn_local task woken from a foreign thread after close is leaked \
-            (Shared::schedule_pinned mem::forgets the runnable): never dropped, and awaiting \
-            its Task hangs"]
 fn local_task_woken_during_shutdown_is_dropped() {
     with_deadline(Duration::from_secs(60), || {
         for round in 0..200 {

@@ -101,9 +101,6 @@ fn sleep_registered_on_a_stuck_worker_completes_on_time() {
 /// woken from a foreign thread (the pinned inbox notifies the owner directly) and then runs
 /// for 500 ms. A 100 ms timer on its heap must still fire on time.
 #[test]
-#[ignore = "bug: a sibling that parked while this worker was parked ignores its heap \
-            (park_deadline skips parked siblings) and nothing re-arms it when this worker is \
-            woken directly (pinned inbox notify) and gets stuck: its timers wait for it"]
 fn timer_of_a_worker_stuck_after_a_pinned_inbox_wake_fires_on_time() {
     stuck_after_direct_wake(WakeBy::ForeignThread);
 }
@@ -111,9 +108,6 @@ fn timer_of_a_worker_stuck_after_a_pinned_inbox_wake_fires_on_time() {
 /// As above, but the stuck worker wakes up by its own timer: a pinned task's `sleep` ends (the
 /// wake goes straight to the owner's pinned queue), then the task runs for 500 ms.
 #[test]
-#[ignore = "bug: a sibling that parked while this worker was parked ignores its heap \
-            (park_deadline skips parked siblings) and nothing re-arms it when this worker \
-            wakes by its own timeout for a pinned task's sleep and gets stuck"]
 fn timer_of_a_worker_stuck_after_its_own_sleep_fires_on_time() {
     stuck_after_direct_wake(WakeBy::OwnSleep);
 }

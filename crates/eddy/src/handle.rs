@@ -156,8 +156,9 @@ impl RuntimeHandle {
         }
         let cell: Arc<dyn Callback> = CallbackCell::new(f, Location::caller());
         context::submit_callback(&self.shared, cell.clone());
-        if self.is_closed() {
-            // Lost the race with shutdown: the cell was cancelled by whoever drained it.
+        if self.is_closed() && (cell.cancel() || cell.cancelled()) {
+            // Lost the race with shutdown and the callback never ran: it is dropped now (or
+            // was, by whoever drained the queue). If it already ran, that is a success.
             return Err(Closed);
         }
         Ok(Handle { cell })
@@ -225,9 +226,12 @@ impl RuntimeHandle {
         }
         let timer = context::submit_timer(&self.shared, when, CallbackCell::new(f, location));
         if self.is_closed() {
-            // Shutdown may have drained the heaps before our push: cancel it ourselves.
+            // Shutdown may have drained the heaps before our push: cancel it ourselves,
+            // unless it already ran (a past deadline), which is then a success.
             timer.cancel();
-            return Err(Closed);
+            if timer.cancelled() {
+                return Err(Closed);
+            }
         }
         Ok(timer)
     }

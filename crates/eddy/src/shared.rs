@@ -102,6 +102,9 @@ pub(crate) struct WorkerSlot {
     /// `AWAKE`, or (while parked) the deadline it sleeps until in the timer heaps' nanosecond
     /// scale, `u64::MAX` for "until notified".
     pub(crate) park_deadline: AtomicU64,
+    /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
+    /// dropped on their thread.
+    pub(crate) exited: AtomicBool,
 }
 
 impl WorkerSlot {
@@ -113,6 +116,7 @@ impl WorkerSlot {
             timers: Arc::new(TimerQueue::new(epoch)),
             inbox: Injector::new(),
             park_deadline: AtomicU64::new(AWAKE),
+            exited: AtomicBool::new(false),
         })
     }
 
@@ -220,15 +224,29 @@ impl Shared {
             .metadata()
             .owner
             .expect("pinned task without owner");
-        if shared.is_closed() {
-            // The owner is gone or going: a `!Send` future must not be dropped here.
+        let slot = &shared.workers[owner as usize];
+        if slot.exited.load(Ordering::SeqCst) {
+            // The owner is gone. A `!Send` future must not be dropped on this thread, so the
+            // task is leaked (and awaiting it never completes). Only wakes that come after
+            // the owner's last drain get here.
             std::mem::forget(runnable);
             return;
         }
-        let slot = &shared.workers[owner as usize];
         slot.inbox.push(runnable);
         atomic::fence(Ordering::SeqCst);
-        if slot.is_parked() {
+        if slot.exited.load(Ordering::SeqCst) {
+            // The owner may have finished its last drain before our push: take back what
+            // is stranded (see above) rather than leave it in a cycle through `Shared`.
+            loop {
+                match slot.inbox.steal() {
+                    Steal::Success(r) => std::mem::forget(r),
+                    Steal::Retry => continue,
+                    Steal::Empty => break,
+                }
+            }
+            return;
+        }
+        if slot.is_parked() || shared.is_closed() {
             slot.notify();
         }
     }
@@ -281,10 +299,14 @@ impl Shared {
             slot.notify();
             return;
         }
-        let watch = slot
-            .timers
-            .nanos(when)
-            .saturating_add(STUCK_TIMER_GRACE.as_nanos() as u64);
+        self.alert_sleeping_siblings(target, slot.timers.nanos(when));
+    }
+
+    /// Worker `target` is busy and has a timer at `deadline` (heap nanoseconds): wakes one
+    /// parked sibling whose sleep would outlast the deadline plus the stuck-timer grace, so
+    /// that it recomputes its timeout with `target`'s heap in view (Go's `wakeNetPoller`).
+    pub(crate) fn alert_sleeping_siblings(&self, target: usize, deadline: u64) {
+        let watch = deadline.saturating_add(STUCK_TIMER_GRACE.as_nanos() as u64);
         let sleeper = self
             .workers
             .iter()

@@ -65,11 +65,29 @@ impl fmt::Debug for Source {
     }
 }
 
+/// An fd callback due to run because its fd was ready at harvest time.
+pub(crate) struct DueCallback {
+    pub(crate) source: Arc<Source>,
+    pub(crate) dir: Direction,
+    pub(crate) callback: FdCallback,
+    pub(crate) location: &'static Location<'static>,
+}
+
+impl DueCallback {
+    /// Runs the callback unless it was removed or replaced since the harvest (asyncio's
+    /// `remove_reader` cancels the handle already queued, too).
+    pub(crate) fn run(&self) {
+        if self.source.is_current_callback(self.dir, &self.callback) {
+            (self.callback)();
+        }
+    }
+}
+
 /// What an event asks the caller to do once every lock is released.
 #[derive(Default)]
 pub(crate) struct Fired {
     pub(crate) wakers: Vec<Waker>,
-    pub(crate) callbacks: Vec<(FdCallback, &'static Location<'static>)>,
+    pub(crate) callbacks: Vec<DueCallback>,
 }
 
 impl Source {
@@ -87,7 +105,7 @@ impl Source {
     }
 
     /// Records an event from the poller and collects whom to wake or call.
-    pub(crate) fn on_event(&self, readable: bool, writable: bool, fired: &mut Fired) {
+    pub(crate) fn on_event(self: &Arc<Self>, readable: bool, writable: bool, fired: &mut Fired) {
         let mut state = self.state.lock();
         for (dir, hit) in [(Direction::Read, readable), (Direction::Write, writable)] {
             if !hit {
@@ -97,8 +115,13 @@ impl Source {
             d.ready = true;
             d.tick = d.tick.wrapping_add(1);
             fired.wakers.append(&mut d.wakers);
-            if let Some(cb) = &d.callback {
-                fired.callbacks.push(cb.clone());
+            if let Some((callback, location)) = &d.callback {
+                fired.callbacks.push(DueCallback {
+                    source: self.clone(),
+                    dir,
+                    callback: callback.clone(),
+                    location,
+                });
             }
         }
     }
@@ -144,6 +167,14 @@ impl Source {
     ) -> bool {
         let old = std::mem::replace(&mut self.state.lock()[dir as usize].callback, callback);
         old.is_some()
+    }
+
+    /// Whether `callback` is (still) the one installed for `dir`.
+    pub(crate) fn is_current_callback(&self, dir: Direction, callback: &FdCallback) -> bool {
+        self.state.lock()[dir as usize]
+            .callback
+            .as_ref()
+            .is_some_and(|(c, _)| Arc::ptr_eq(c, callback))
     }
 
     /// Whether a persistent callback is installed for `dir`.

@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 
 use async_task::{Builder, ScheduleInfo, WithInfo};
 
+use crate::exception::ExceptionContext;
 use crate::shared::Shared;
 use crate::task::registry::UNREGISTERED;
 use crate::task::{Runnable, Task, TaskError, TaskMeta, TaskPanic};
@@ -31,8 +32,10 @@ pin_project_lite::pin_project! {
     pub(crate) struct TaskFuture<'a, F> {
         meta: &'a TaskMeta,
         slot: u64,
+        // `None` once dropped by us: `async-task` drops the future inside an abort-on-panic
+        // guard, so we drop it first, inside `catch_unwind`.
         #[pin]
-        inner: F,
+        inner: Option<F>,
     }
 
     impl<'a, F> PinnedDrop for TaskFuture<'a, F> {
@@ -41,7 +44,24 @@ pin_project_lite::pin_project! {
             if *this.slot != UNREGISTERED {
                 this.meta.shared.registry.unregister(*this.slot, this.meta.id);
             }
+            drop_contained(this.meta, this.inner);
         }
+    }
+}
+
+/// Drops the user's future, reporting a panic of its destructor to the exception handler
+/// instead of letting it reach `async-task` (which would abort the process).
+fn drop_contained<F>(meta: &TaskMeta, inner: Pin<&mut Option<F>>) {
+    if inner.is_none() {
+        return;
+    }
+    let mut inner = inner;
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| inner.set(None))) {
+        let ctx = ExceptionContext::new("Exception while dropping a task's future")
+            .with_panic(&*payload)
+            .with_task(meta.id)
+            .with_location(meta.location);
+        meta.shared.handler.call(&ctx);
     }
 }
 
@@ -58,18 +78,19 @@ impl<F: Future> Future for TaskFuture<'_, F> {
     type Output = Result<F::Output, TaskError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
         let meta = *this.meta;
         if meta.must_stop() {
             Self::unregister(meta, this.slot);
+            drop_contained(meta, this.inner);
             return Poll::Ready(Err(TaskError::Cancelled));
         }
-        let inner = this.inner;
-        match panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(Poll::Ready(value)) => {
-                Self::unregister(meta, this.slot);
-                Poll::Ready(Ok(value))
-            }
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            // Unreachable in practice: `async-task` never polls a completed future.
+            return Poll::Ready(Err(TaskError::Cancelled));
+        };
+        let out = match panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(value)) => Ok(value),
             Ok(Poll::Pending) => {
                 if *this.slot == UNREGISTERED {
                     let slot = meta
@@ -83,19 +104,18 @@ impl<F: Future> Future for TaskFuture<'_, F> {
                         cx.waker().wake_by_ref();
                     }
                 }
-                Poll::Pending
+                return Poll::Pending;
             }
-            Err(payload) => {
-                Self::unregister(meta, this.slot);
-                let p = TaskPanic::new(
-                    &*payload,
-                    meta.id,
-                    meta.location,
-                    meta.shared.handler.clone(),
-                );
-                Poll::Ready(Err(TaskError::Panicked(p)))
-            }
-        }
+            Err(payload) => Err(TaskError::Panicked(TaskPanic::new(
+                &*payload,
+                meta.id,
+                meta.location,
+                meta.shared.handler.clone(),
+            ))),
+        };
+        Self::unregister(meta, this.slot);
+        drop_contained(meta, this.inner);
+        Poll::Ready(out)
     }
 }
 
@@ -178,6 +198,6 @@ fn wrap<F: Future>(meta: &TaskMeta, inner: F) -> TaskFuture<'_, F> {
     TaskFuture {
         meta,
         slot: UNREGISTERED,
-        inner,
+        inner: Some(inner),
     }
 }

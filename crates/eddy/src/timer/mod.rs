@@ -51,8 +51,8 @@ pub(crate) struct TimerQueue {
     heap: Mutex<TimerHeap>,
     /// Earliest deadline in the heap as nanoseconds since `epoch`; `u64::MAX` when empty.
     next_deadline: AtomicU64,
-    /// Entries cancelled but still in the heap. Signed: a `cancel` may count its entry after
-    /// the heap already popped it, so the value can dip below zero for a moment.
+    /// Entries cancelled but still in the heap (approximately: a handle may count a cancel
+    /// of an entry that already left the heap; `tidy` resets it when it rebuilds).
     cancelled: AtomicIsize,
     /// How many times `tidy` rebuilt the heap (asyncio's rule); observed by tests and metrics.
     rebuilds: AtomicUsize,
@@ -121,15 +121,17 @@ impl TimerQueue {
                 .into_iter()
                 .filter(|e| !e.action.is_cancelled())
                 .collect();
-            let removed = len - kept.len();
             heap.entries = BinaryHeap::from(kept);
-            self.cancelled
-                .fetch_sub(removed as isize, Ordering::Relaxed);
+            // No cancelled entry is left: the count is exactly zero again. Resetting (rather
+            // than subtracting) also heals the count from cancels of timers that had already
+            // left the heap (a due timer cancelled before it ran is counted by its handle
+            // but never found here), so such a drift costs at most one rebuild.
+            self.cancelled.store(0, Ordering::Relaxed);
             self.rebuilds.fetch_add(1, Ordering::Relaxed);
         } else {
             while heap.entries.peek().is_some_and(|e| e.action.is_cancelled()) {
                 heap.entries.pop();
-                self.cancelled.fetch_sub(1, Ordering::Relaxed);
+                Self::uncount(&self.cancelled);
             }
         }
         self.publish(&heap)
@@ -158,11 +160,19 @@ impl TimerQueue {
         while heap.entries.peek().is_some_and(|e| e.when <= now) {
             let entry = heap.entries.pop().expect("peeked");
             if entry.action.is_cancelled() {
-                c.fetch_sub(1, Ordering::Relaxed);
+                Self::uncount(c);
             } else {
                 out.push(entry.action);
             }
         }
+    }
+
+    /// One cancelled entry left the heap. Saturates at zero: the count is a heuristic for the
+    /// tidy rule and must not go negative through races with `note_cancelled`.
+    fn uncount(c: &AtomicIsize) {
+        let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+            Some((v - 1).max(0))
+        });
     }
 
     fn publish(&self, heap: &TimerHeap) -> Option<Instant> {

@@ -176,8 +176,9 @@ impl Worker {
         for waker in fired.wakers {
             waker.wake();
         }
-        for (callback, location) in fired.callbacks {
-            let cell = CallbackCell::new(move || callback(), location);
+        for due in fired.callbacks {
+            let location = due.location;
+            let cell = CallbackCell::new(move || due.run(), location);
             self.push_local(Job::Callback(cell));
         }
     }
@@ -312,6 +313,12 @@ impl Worker {
         if shared.idle.unpark_self(self.index) {
             // Someone woke us on purpose and counted us as searching.
             self.searching.set(true);
+        }
+        // We are awake and may now run for a long time. A sibling that parked while we were
+        // parked left our heap out of its deadline: have it look again.
+        let next = slot.timers.next_deadline_nanos();
+        if next != u64::MAX {
+            shared.alert_sleeping_siblings(self.index, next);
         }
     }
 
@@ -471,15 +478,8 @@ impl Worker {
                     let meta = runnable.metadata();
                     (meta.id, meta.location)
                 };
-                // The task cell catches panics of `poll`; what could still unwind here is a
-                // panicking destructor of the finished future.
-                if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| runnable.run())) {
-                    let ctx = ExceptionContext::new("Exception while dropping a task's future")
-                        .with_panic(&*payload)
-                        .with_task(id)
-                        .with_location(location);
-                    self.shared.handler.call(&ctx);
-                }
+                // The task cell contains panics of `poll` and of the future's destructor.
+                runnable.run();
                 if let Some(start) = start {
                     self.report_if_slow(start, "task", location, Some(id));
                 }
@@ -527,7 +527,20 @@ impl Worker {
 
     /// Drops everything this worker owns once the runtime closed: its ready queue, its
     /// pinned tasks (which must die on this thread) and its registered pinned tasks.
+    ///
+    /// Pinned tasks woken by other threads keep arriving in the inbox until we publish
+    /// `exited`; one more drain after that catches every push that did not see the flag
+    /// (see `Shared::schedule_pinned` for the other half of this handshake).
     fn drain_on_exit(&self) {
+        self.drain_owned();
+        self.slot()
+            .exited
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.drain_owned();
+    }
+
+    fn drain_owned(&self) {
         loop {
             let mut did_something = false;
             while let Some(job) = self.ready.pop() {
