@@ -90,7 +90,12 @@ fn accept_exhaustion_child() {
 #[test]
 fn accept_backs_off_and_resumes() {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "accept_exhaustion_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "accept_exhaustion_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, "1")
         .stdout(Stdio::piped())
         .spawn()
@@ -121,8 +126,15 @@ fn accept_backs_off_and_resumes() {
             .unwrap()
     };
     let cpu_ms = field(&exhausted, "cpu_ms=");
-    assert!(cpu_ms < 250, "the accept loop spun while out of descriptors: {exhausted}");
-    assert_eq!(field(&exhausted, "reports="), 1, "reported once: {exhausted}");
+    assert!(
+        cpu_ms < 250,
+        "the accept loop spun while out of descriptors: {exhausted}"
+    );
+    assert_eq!(
+        field(&exhausted, "reports="),
+        1,
+        "reported once: {exhausted}"
+    );
     // Free descriptors in the child: its handlers see EOF and drop their connections.
     let (closed, _kept) = clients.split_at(30);
     for c in closed {

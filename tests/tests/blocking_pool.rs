@@ -11,9 +11,10 @@ fn runs_off_the_workers_and_returns_the_value() {
         let worker = eddy::spawn(async { std::thread::current().name().map(String::from) })
             .await
             .unwrap();
-        let (name, v) = eddy::spawn_blocking(|| (std::thread::current().name().map(String::from), 41 + 1))
-            .await
-            .unwrap();
+        let (name, v) =
+            eddy::spawn_blocking(|| (std::thread::current().name().map(String::from), 41 + 1))
+                .await
+                .unwrap();
         (worker, name, v)
     });
     assert_eq!(v, 42);
@@ -23,7 +24,11 @@ fn runs_off_the_workers_and_returns_the_value() {
 
 #[test]
 fn never_more_threads_than_the_limit() {
-    let rt = eddy::Builder::new().workers(1).max_blocking_threads(3).build().unwrap();
+    let rt = eddy::Builder::new()
+        .workers(1)
+        .max_blocking_threads(3)
+        .build()
+        .unwrap();
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     rt.block_on(async {
@@ -42,7 +47,11 @@ fn never_more_threads_than_the_limit() {
             j.await.unwrap();
         }
     });
-    assert_eq!(peak.load(Ordering::SeqCst), 3, "all 3 threads used, never more");
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        3,
+        "all 3 threads used, never more"
+    );
     assert!(rt.metrics().blocking_threads <= 3);
 }
 
@@ -64,17 +73,26 @@ fn idle_threads_exit_after_the_keep_alive() {
     assert!(rt.metrics().blocking_threads >= 1);
     let deadline = Instant::now() + Duration::from_secs(5);
     while rt.metrics().blocking_threads > 0 {
-        assert!(Instant::now() < deadline, "idle blocking threads never exited");
+        assert!(
+            Instant::now() < deadline,
+            "idle blocking threads never exited"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 #[test]
 fn a_panic_is_a_task_error_and_cancel_before_start_skips_the_job() {
-    let rt = eddy::Builder::new().workers(1).max_blocking_threads(1).build().unwrap();
+    let rt = eddy::Builder::new()
+        .workers(1)
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
     let ran = Arc::new(AtomicUsize::new(0));
     rt.block_on(async {
-        let err = eddy::spawn_blocking(|| panic!("blocking boom")).await.unwrap_err();
+        let err = eddy::spawn_blocking(|| panic!("blocking boom"))
+            .await
+            .unwrap_err();
         match err {
             eddy::TaskError::Panicked(p) => assert_eq!(p.message(), "blocking boom"),
             other => panic!("{other}"),
@@ -94,6 +112,9 @@ fn a_panic_is_a_task_error_and_cancel_before_start_skips_the_job() {
 
 #[test]
 fn zero_blocking_threads_is_invalid() {
-    let err = eddy::Builder::new().max_blocking_threads(0).build().unwrap_err();
+    let err = eddy::Builder::new()
+        .max_blocking_threads(0)
+        .build()
+        .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 }

@@ -27,8 +27,12 @@ fn reader_is_called_while_readable_and_replaced_on_re_add() {
 
     // Level-triggered: a reader that does not consume keeps being called, once per cycle.
     let f = first.clone();
-    rt.block_on(async move { eddy::add_reader(fd, move || { f.fetch_add(1, Ordering::SeqCst); }) })
-        .unwrap();
+    rt.block_on(async move {
+        eddy::add_reader(fd, move || {
+            f.fetch_add(1, Ordering::SeqCst);
+        })
+    })
+    .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(first.load(Ordering::SeqCst), 0, "not readable yet");
     b.write_all(b"x").unwrap();
@@ -52,13 +56,24 @@ fn reader_is_called_while_readable_and_replaced_on_re_add() {
     let frozen = first.load(Ordering::SeqCst);
     b.write_all(b"yz").unwrap();
     wait_until("more data", || second.load(Ordering::SeqCst) == 3);
-    assert_eq!(first.load(Ordering::SeqCst), frozen, "the replaced reader never runs again");
+    assert_eq!(
+        first.load(Ordering::SeqCst),
+        frozen,
+        "the replaced reader never runs again"
+    );
 
     assert!(rt.block_on(async move { eddy::remove_reader(fd) }).unwrap());
-    assert!(!rt.block_on(async move { eddy::remove_reader(fd) }).unwrap(), "nothing left");
+    assert!(
+        !rt.block_on(async move { eddy::remove_reader(fd) }).unwrap(),
+        "nothing left"
+    );
     b.write_all(b"after").unwrap();
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(second.load(Ordering::SeqCst), 3, "a removed reader is not called");
+    assert_eq!(
+        second.load(Ordering::SeqCst),
+        3,
+        "a removed reader is not called"
+    );
 }
 
 #[test]
@@ -70,8 +85,12 @@ fn writer_and_reader_on_one_fd_are_independent() {
     let reads = Arc::new(AtomicUsize::new(0));
     let (w, r) = (writes.clone(), reads.clone());
     rt.block_on(async move {
-        eddy::add_writer(fd, move || { w.fetch_add(1, Ordering::SeqCst); })?;
-        eddy::add_reader(fd, move || { r.fetch_add(1, Ordering::SeqCst); })
+        eddy::add_writer(fd, move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        })?;
+        eddy::add_reader(fd, move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        })
     })
     .unwrap();
     wait_until("writable", || writes.load(Ordering::SeqCst) > 0);
@@ -83,7 +102,11 @@ fn writer_and_reader_on_one_fd_are_independent() {
     b.write_all(b"r").unwrap();
     wait_until("readable", || reads.load(Ordering::SeqCst) > 0);
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(writes.load(Ordering::SeqCst), w_before, "the writer was removed");
+    assert_eq!(
+        writes.load(Ordering::SeqCst),
+        w_before,
+        "the writer was removed"
+    );
     assert!(rt.block_on(async move { eddy::remove_reader(fd) }).unwrap());
     assert!(!rt.block_on(async move { eddy::remove_writer(fd) }).unwrap());
     drop(a);

@@ -59,7 +59,11 @@ fn server_and_client_exchange_lines() {
         assert_eq!(r.readexactly(5).await.unwrap(), b"BETA\n");
         assert_eq!(r.readuntil(b"MA\n").await.unwrap(), b"GAMMA\n");
         w.close().await.unwrap();
-        assert_eq!(r.readline().await.unwrap(), b"", "server closed after our FIN");
+        assert_eq!(
+            r.readline().await.unwrap(),
+            b"",
+            "server closed after our FIN"
+        );
         assert!(r.at_eof());
         server.close();
         server.wait_closed().await;
@@ -75,8 +79,15 @@ fn readexactly_and_readuntil_report_partial_data_at_eof() {
         peer.shutdown(std::net::Shutdown::Write).unwrap();
         let err = r.readexactly(10).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-        let inner = err.get_ref().unwrap().downcast_ref::<IncompleteReadError>().unwrap();
-        assert_eq!((inner.partial.as_slice(), inner.expected), (&b"abc"[..], Some(10)));
+        let inner = err
+            .get_ref()
+            .unwrap()
+            .downcast_ref::<IncompleteReadError>()
+            .unwrap();
+        assert_eq!(
+            (inner.partial.as_slice(), inner.expected),
+            (&b"abc"[..], Some(10))
+        );
         assert!(r.at_eof());
     });
 }
@@ -91,7 +102,11 @@ fn line_over_the_limit_is_an_error_that_keeps_the_data() {
         peer.write_all(b"\nshort\n").await.unwrap();
         let err = r.readline().await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        let overrun = err.get_ref().unwrap().downcast_ref::<LimitOverrunError>().unwrap();
+        let overrun = err
+            .get_ref()
+            .unwrap()
+            .downcast_ref::<LimitOverrunError>()
+            .unwrap();
         assert!(overrun.consumed > 100, "{overrun}");
         // The data was kept: it can still be read.
         let mut kept = Vec::new();
@@ -138,7 +153,11 @@ fn the_buffer_has_a_hard_cap() {
         let (err, accepted) = fill(&w, 512 * 1024 * 1024);
         let err = err.expect("an undrained writer must hit its cap");
         assert_eq!(err.kind(), io::ErrorKind::Other);
-        let full = err.get_ref().unwrap().downcast_ref::<WriteBufferFull>().unwrap();
+        let full = err
+            .get_ref()
+            .unwrap()
+            .downcast_ref::<WriteBufferFull>()
+            .unwrap();
         assert_eq!(full.cap, 256 * 1024);
         assert!(err.to_string().contains("drain()"), "{err}");
         assert!(w.write_buffer_size() <= 256 * 1024);
@@ -160,7 +179,10 @@ fn drain_waits_above_high_water_until_low_water() {
             written += chunk.len();
         }
         let drained = eddy::time::timeout(Duration::from_millis(100), w.drain()).await;
-        assert!(drained.is_err(), "drain must wait while the peer reads nothing");
+        assert!(
+            drained.is_err(),
+            "drain must wait while the peer reads nothing"
+        );
         let reader = eddy::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             let mut total = 0;
@@ -170,7 +192,11 @@ fn drain_waits_above_high_water_until_low_water() {
             total
         });
         w.drain().await.unwrap();
-        assert!(w.write_buffer_size() <= 16 * 1024, "{}", w.write_buffer_size());
+        assert!(
+            w.write_buffer_size() <= 16 * 1024,
+            "{}",
+            w.write_buffer_size()
+        );
         assert_eq!(reader.await.unwrap(), written);
     });
 }
@@ -186,12 +212,18 @@ fn a_reset_reaches_the_next_write_and_drain() {
         // The flusher meets the error as soon as the socket reports it.
         let err = w.drain().await.unwrap_err();
         assert!(
-            matches!(err.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe),
+            matches!(
+                err.kind(),
+                io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+            ),
             "{err}"
         );
         let err = w.write(b"more").unwrap_err();
         assert!(
-            matches!(err.kind(), io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe),
+            matches!(
+                err.kind(),
+                io::ErrorKind::ConnectionReset | io::ErrorKind::BrokenPipe
+            ),
             "{err}"
         );
     });
@@ -231,7 +263,10 @@ fn a_dropped_writer_discards_its_buffer_and_closes() {
                 Ok(n) => total += n,
             }
         }
-        assert!(total <= accepted - buffered, "{total} > {accepted} - {buffered}");
+        assert!(
+            total <= accepted - buffered,
+            "{total} > {accepted} - {buffered}"
+        );
     });
 }
 
@@ -253,6 +288,9 @@ fn close_flushes_everything_then_sends_fin() {
         });
         w.close().await.unwrap();
         assert_eq!(reader.await.unwrap(), accepted);
-        assert_eq!(w.write(b"late").unwrap_err().kind(), io::ErrorKind::NotConnected);
+        assert_eq!(
+            w.write(b"late").unwrap_err().kind(),
+            io::ErrorKind::NotConnected
+        );
     });
 }

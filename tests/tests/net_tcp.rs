@@ -134,7 +134,9 @@ fn hundred_megabytes_through_one_connection() {
         let mut x = 1u32;
         for i in 0..TOTAL / chunk.len() {
             for b in chunk.iter_mut() {
-                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223 + i as u32);
+                x = x
+                    .wrapping_mul(1_664_525)
+                    .wrapping_add(1_013_904_223 + i as u32);
                 *b = (x >> 24) as u8;
             }
             h = checksum(h, &chunk);
@@ -207,7 +209,10 @@ fn peer_reset_is_an_error_on_the_next_read_and_write() {
         assert_eq!(err.kind(), io::ErrorKind::ConnectionReset, "{err}");
         let err = c.write_all(b"more").await.unwrap_err();
         assert!(
-            matches!(err.kind(), io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset),
+            matches!(
+                err.kind(),
+                io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+            ),
             "{err}"
         );
     });
@@ -294,7 +299,8 @@ fn sock_functions_over_std_sockets() {
             }
             eddy::net::sock_sendall(&s, &buf).await.unwrap();
         });
-        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         sock.set_nonblocking(true).unwrap();
         eddy::net::sock_connect(&sock, addr).await.unwrap();
         let stream: std::net::TcpStream = sock.into();
@@ -302,7 +308,9 @@ fn sock_functions_over_std_sockets() {
         let mut back = [0u8; 5];
         let mut got = 0;
         while got < 5 {
-            got += eddy::net::sock_recv(&stream, &mut back[got..]).await.unwrap();
+            got += eddy::net::sock_recv(&stream, &mut back[got..])
+                .await
+                .unwrap();
         }
         assert_eq!(&back, b"hello");
         accept.await.unwrap();
@@ -333,10 +341,14 @@ fn reuse_port_lets_two_listeners_share_a_port() {
     run(&rt, 10, async {
         let opts = ListenOptions::new().reuse_port(true).backlog(16);
         let a = TcpListener::bind_with("127.0.0.1:0", &opts).await.unwrap();
-        let b = TcpListener::bind_with(a.local_addr().unwrap(), &opts).await.unwrap();
+        let b = TcpListener::bind_with(a.local_addr().unwrap(), &opts)
+            .await
+            .unwrap();
         assert_eq!(a.local_addr().unwrap(), b.local_addr().unwrap());
         // Without SO_REUSEPORT the second bind fails.
-        let err = TcpListener::bind(a.local_addr().unwrap()).await.unwrap_err();
+        let err = TcpListener::bind(a.local_addr().unwrap())
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::AddrInUse);
     });
 }

@@ -60,7 +60,9 @@ fn handlers_run_on_a_worker_and_can_be_removed() {
     rt.block_on(async move {
         add_signal_handler(SignalKind::user_defined2(), move || {
             c.fetch_add(1, Ordering::SeqCst);
-            w.lock().unwrap().push(std::thread::current().name().map(String::from));
+            w.lock()
+                .unwrap()
+                .push(std::thread::current().name().map(String::from));
         })
     })
     .unwrap();
@@ -72,8 +74,12 @@ fn handlers_run_on_a_worker_and_can_be_removed() {
     }
     let name = workers.lock().unwrap()[0].clone().unwrap_or_default();
     assert!(name.starts_with("eddy-worker"), "{name}");
-    assert!(rt.block_on(async { remove_signal_handler(SignalKind::user_defined2()) }).unwrap());
-    assert!(!rt.block_on(async { remove_signal_handler(SignalKind::user_defined2()) }).unwrap());
+    assert!(rt
+        .block_on(async { remove_signal_handler(SignalKind::user_defined2()) })
+        .unwrap());
+    assert!(!rt
+        .block_on(async { remove_signal_handler(SignalKind::user_defined2()) })
+        .unwrap());
 }
 
 #[test]

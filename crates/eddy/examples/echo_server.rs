@@ -10,7 +10,10 @@ use eddy::net::{TcpListener, TcpStream};
 fn main() -> std::io::Result<()> {
     let port: u16 = match std::env::args().nth(1) {
         Some(p) => p.parse().map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("bad port {p:?}: {e}"))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("bad port {p:?}: {e}"),
+            )
         })?,
         None => 7000,
     };

@@ -224,7 +224,8 @@ fn tcp_round_trip(rt: &eddy::Runtime) -> std::io::Result<()> {
     rt.block_on(async {
         let server = start_server("127.0.0.1:0", |mut reader, writer| async move {
             while let Ok(line) = reader.readline().await {
-                if line.is_empty() || writer.write(&line).is_err() || writer.drain().await.is_err() {
+                if line.is_empty() || writer.write(&line).is_err() || writer.drain().await.is_err()
+                {
                     break;
                 }
             }

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::contextvar::{self, Context};
 use crate::timer::TimerQueue;
 
 const PENDING: u8 = 0;
@@ -50,6 +51,8 @@ pub(crate) trait Callback: Send + Sync + 'static {
 pub(crate) struct CallbackCell<F> {
     state: AtomicU8,
     location: &'static Location<'static>,
+    /// The context variables captured when the callback was scheduled.
+    context: Context,
     slot: UnsafeCell<Option<F>>,
 }
 
@@ -63,6 +66,7 @@ impl<F: FnOnce() + Send + 'static> CallbackCell<F> {
         Arc::new(CallbackCell {
             state: AtomicU8::new(PENDING),
             location,
+            context: contextvar::capture(),
             slot: UnsafeCell::new(Some(f)),
         })
     }
@@ -92,7 +96,7 @@ impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
         // exclusive.
         let f = unsafe { (*self.slot.get()).take() };
         if let Some(f) = f {
-            f();
+            contextvar::run_in(&self.context, f);
         }
     }
 

@@ -11,8 +11,15 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use crate::context;
+use crate::contextvar;
 use crate::reactor::{Direction, FdCallback};
 use crate::shared::Shared;
+
+/// Wraps a persistent callback so that every call runs in the context captured now.
+fn in_context<F: Fn() + Send + Sync + 'static>(callback: F) -> FdCallback {
+    let ctx = contextvar::capture();
+    Arc::new(move || contextvar::run_in(&ctx, &callback))
+}
 
 fn current() -> io::Result<Arc<Shared>> {
     context::current_shared().ok_or_else(|| {
@@ -86,7 +93,7 @@ where
     watch(
         fd.as_raw_fd(),
         Direction::Read,
-        Arc::new(callback),
+        in_context(callback),
         Location::caller(),
     )
 }
@@ -130,7 +137,7 @@ where
     watch(
         fd.as_raw_fd(),
         Direction::Write,
-        Arc::new(callback),
+        in_context(callback),
         Location::caller(),
     )
 }

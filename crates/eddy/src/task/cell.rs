@@ -22,6 +22,7 @@ use std::task::{Context, Poll};
 
 use async_task::{Builder, ScheduleInfo, WithInfo};
 
+use crate::contextvar::{self, Context as VarContext};
 use crate::exception::ExceptionContext;
 use crate::shared::Shared;
 use crate::task::registry::UNREGISTERED;
@@ -32,6 +33,8 @@ pin_project_lite::pin_project! {
     pub(crate) struct TaskFuture<'a, F> {
         meta: &'a TaskMeta,
         slot: u64,
+        // The task's own context variables: a copy of its spawner's, current while it polls.
+        context: VarContext,
         // `None` once dropped by us: `async-task` drops the future inside an abort-on-panic
         // guard, so we drop it first, inside `catch_unwind`.
         #[pin]
@@ -89,7 +92,10 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             // Unreachable in practice: `async-task` never polls a completed future.
             return Poll::Ready(Err(TaskError::Cancelled));
         };
-        let out = match panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+        let outer = contextvar::swap(this.context.take());
+        let polled = panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx)));
+        *this.context = contextvar::swap(outer);
+        let out = match polled {
             Ok(Poll::Ready(value)) => Ok(value),
             Ok(Poll::Pending) => {
                 if *this.slot == UNREGISTERED {
@@ -198,6 +204,7 @@ fn wrap<F: Future>(meta: &TaskMeta, inner: F) -> TaskFuture<'_, F> {
     TaskFuture {
         meta,
         slot: UNREGISTERED,
+        context: contextvar::capture(),
         inner: Some(inner),
     }
 }

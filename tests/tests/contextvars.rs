@@ -1,0 +1,117 @@
+//! Context variables travel with callbacks and tasks, asyncio style: captured when a
+//! callback is scheduled (on any thread) or a task is spawned, and isolated afterwards.
+
+use std::sync::mpsc;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use eddy::ContextVar;
+
+static USER: LazyLock<ContextVar<&'static str>> = LazyLock::new(|| ContextVar::new("nobody"));
+static DEPTH: LazyLock<ContextVar<u32>> = LazyLock::new(|| ContextVar::new(0));
+
+fn rt() -> eddy::Runtime {
+    eddy::Builder::new().workers(2).build().unwrap()
+}
+
+#[test]
+fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
+    let rt = rt();
+    rt.block_on(async {
+        let _ = USER.set("alice");
+        let child = eddy::spawn(async {
+            let inherited = USER.get();
+            let _ = USER.set("bob");
+            eddy::yield_now().await; // the change survives across polls (and workers)
+            eddy::time::sleep(Duration::from_millis(5)).await;
+            (inherited, USER.get())
+        });
+        let _ = USER.set("carol"); // after the spawn: the child does not see it
+        assert_eq!(child.await.unwrap(), ("alice", "bob"));
+        assert_eq!(USER.get(), "carol");
+    });
+}
+
+#[test]
+fn sibling_tasks_are_isolated() {
+    let rt = rt();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..100u32)
+            .map(|i| {
+                eddy::spawn(async move {
+                    let _ = DEPTH.set(i);
+                    for _ in 0..5 {
+                        eddy::yield_now().await;
+                        assert_eq!(DEPTH.get(), i);
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(DEPTH.get(), 0);
+    });
+}
+
+#[test]
+fn callbacks_run_in_the_context_captured_when_scheduled() {
+    let rt = rt();
+    let (tx, rx) = mpsc::channel();
+    rt.block_on(async move {
+        let _ = USER.set("scheduler");
+        let tx2 = tx.clone();
+        eddy::call_soon(move || {
+            let seen = USER.get();
+            let _ = USER.set("changed inside"); // discarded after the callback
+            tx2.send(("call_soon", seen)).unwrap();
+        });
+        let tx3 = tx.clone();
+        eddy::call_later(Duration::from_millis(5), move || {
+            tx3.send(("call_later", USER.get())).unwrap();
+        });
+        let _ = USER.set("later value");
+        eddy::time::sleep(Duration::from_millis(30)).await;
+        assert_eq!(USER.get(), "later value");
+    });
+    let mut got: Vec<_> = rx.try_iter().collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![("call_later", "scheduler"), ("call_soon", "scheduler")]
+    );
+}
+
+#[test]
+fn foreign_thread_callbacks_carry_the_foreign_threads_context() {
+    let rt = rt();
+    let handle = rt.handle();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = USER.set("foreign");
+        handle
+            .call_soon_threadsafe(move || tx.send(USER.get()).unwrap())
+            .unwrap();
+        // The worker's change to its own copy never reaches this thread.
+        assert_eq!(USER.get(), "foreign");
+    })
+    .join()
+    .unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "foreign");
+    // And a worker that ran it is back to the empty context afterwards.
+    let after = rt.block_on(async { eddy::spawn(async { USER.get() }).await.unwrap() });
+    assert_eq!(after, "nobody");
+}
+
+#[test]
+fn reset_restores_the_previous_value() {
+    let rt = rt();
+    rt.block_on(async {
+        let t1 = DEPTH.set(1);
+        let t2 = DEPTH.set(2);
+        DEPTH.reset(t2);
+        assert_eq!(DEPTH.get(), 1);
+        DEPTH.reset(t1);
+        assert_eq!(DEPTH.get(), 0);
+    });
+}
