@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::builder::ThreadHooks;
 use crate::shared::Shared;
 use crate::task::Runnable;
 
@@ -29,6 +30,7 @@ pub(crate) struct BlockingPool {
     max_threads: usize,
     keep_alive: Duration,
     thread_name: String,
+    hooks: ThreadHooks,
     /// Live threads, readable without the lock (metrics).
     live: AtomicUsize,
 }
@@ -54,8 +56,14 @@ impl fmt::Debug for BlockingPool {
 }
 
 impl BlockingPool {
-    pub(crate) fn new(max_threads: usize, keep_alive: Duration, thread_name: String) -> Self {
+    pub(crate) fn new(
+        max_threads: usize,
+        keep_alive: Duration,
+        thread_name: String,
+        hooks: ThreadHooks,
+    ) -> Self {
         BlockingPool {
+            hooks,
             state: Mutex::new(PoolState::default()),
             work: Condvar::new(),
             max_threads,
@@ -94,7 +102,10 @@ impl BlockingPool {
             let shared2 = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-blocking-{id}", pool.thread_name))
-                .spawn(move || shared2.blocking.run_thread());
+                .spawn(move || {
+                    let pool = &shared2.blocking;
+                    pool.hooks.wrap(|| pool.run_thread());
+                });
             if let Err(e) = spawned {
                 pool.live.fetch_sub(1, Ordering::Relaxed);
                 pool.state.lock().threads -= 1;

@@ -40,6 +40,42 @@ pub struct Builder {
     handler: Option<Arc<HandlerFn>>,
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
+    hooks: ThreadHooks,
+}
+
+/// Callbacks run on every thread the runtime starts (workers and blocking threads).
+#[derive(Clone, Default)]
+pub(crate) struct ThreadHooks {
+    pub(crate) on_start: Option<Arc<dyn Fn() + Send + Sync>>,
+    pub(crate) on_stop: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl ThreadHooks {
+    /// Runs `body` between the start and stop hooks.
+    pub(crate) fn wrap(&self, body: impl FnOnce()) {
+        if let Some(f) = &self.on_start {
+            f();
+        }
+        struct Stop<'a>(&'a ThreadHooks);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                if let Some(f) = &self.0.on_stop {
+                    f();
+                }
+            }
+        }
+        let _stop = Stop(self);
+        body();
+    }
+}
+
+impl fmt::Debug for ThreadHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadHooks")
+            .field("on_start", &self.on_start.is_some())
+            .field("on_stop", &self.on_stop.is_some())
+            .finish()
+    }
 }
 
 impl Default for Builder {
@@ -58,6 +94,7 @@ impl fmt::Debug for Builder {
             .field("exception_handler", &self.handler.is_some())
             .field("max_blocking_threads", &self.max_blocking_threads)
             .field("thread_keep_alive", &self.thread_keep_alive)
+            .field("hooks", &self.hooks)
             .finish()
     }
 }
@@ -75,7 +112,40 @@ impl Builder {
             handler: None,
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
+            hooks: ThreadHooks::default(),
         }
+    }
+
+    /// Runs `f` at the start of every thread the runtime starts (workers and blocking-pool
+    /// threads), on that thread, before it runs any job.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    ///
+    /// let started = Arc::new(AtomicUsize::new(0));
+    /// let s = started.clone();
+    /// let rt = eddy::Builder::new()
+    ///     .workers(2)
+    ///     .on_thread_start(move || { s.fetch_add(1, Ordering::SeqCst); })
+    ///     .build()?;
+    /// rt.block_on(async {});
+    /// drop(rt);
+    /// assert_eq!(started.load(Ordering::SeqCst), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn on_thread_start<F: Fn() + Send + Sync + 'static>(mut self, f: F) -> Self {
+        self.hooks.on_start = Some(Arc::new(f));
+        self
+    }
+
+    /// Runs `f` at the end of every thread the runtime started, on that thread, after its
+    /// last job.
+    pub fn on_thread_stop<F: Fn() + Send + Sync + 'static>(mut self, f: F) -> Self {
+        self.hooks.on_stop = Some(Arc::new(f));
+        self
     }
 
     /// The most threads the blocking pool ([`spawn_blocking`](crate::spawn_blocking)) may
@@ -179,14 +249,20 @@ impl Builder {
                 self.max_blocking_threads,
                 self.thread_keep_alive,
                 self.thread_name.clone(),
+                self.hooks.clone(),
             ),
         ));
         let mut threads = Vec::with_capacity(n);
         for (index, queue) in queues.into_iter().enumerate() {
             let shared2 = shared.clone();
+            let hooks = self.hooks.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-{index}", self.thread_name))
-                .spawn(move || Rc::new(Worker::new(index, shared2, queue)).run_thread());
+                .spawn(move || {
+                    hooks.wrap(|| Rc::new(Worker::new(index, shared2.clone(), queue)).run_thread());
+                    // Last: shutdown waits for this, so the stop hook has run by then.
+                    shared2.worker_exited();
+                });
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {

@@ -75,4 +75,7 @@ pub use handle::{Closed, RuntimeHandle};
 pub use io::{add_reader, add_writer, remove_reader, remove_writer};
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
 pub use runtime::Runtime;
-pub use task::{yield_now, Task, TaskError, TaskId, TaskPanic, YieldNow};
+pub use task::{
+    yield_now, JoinSet, Task, TaskError, TaskFailure, TaskGroup, TaskGroupError, TaskId, TaskPanic,
+    YieldNow,
+};

@@ -1,4 +1,5 @@
-//! Time: [`sleep`], [`sleep_until`] and [`timeout`], built on the per-worker timer heaps.
+//! Time: [`sleep`], [`sleep_until`], [`timeout`] and [`interval`], built on the per-worker
+//! timer heaps.
 //!
 //! A [`Sleep`] registers itself on the heap of the worker that first polls it (a thread in
 //! `block_on` uses a heap chosen round-robin) and is woken by that worker's phase 3, or by a
@@ -196,3 +197,103 @@ impl fmt::Display for Elapsed {
 }
 
 impl Error for Elapsed {}
+
+/// What an [`Interval`] does when ticks were missed (the task was busy past one or more
+/// deadlines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissedTickBehavior {
+    /// Fire the missed ticks back to back until caught up; the schedule is kept.
+    #[default]
+    Burst,
+    /// Start a new schedule: the next tick is one period after the late one.
+    Delay,
+    /// Drop the missed ticks; the next tick is the next one of the original schedule.
+    Skip,
+}
+
+/// Ticks every `period`, the first tick completing at once (asyncio has no built-in; this is
+/// tokio's `interval`).
+///
+/// # Panics
+///
+/// Panics if `period` is zero.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// let rt = eddy::Runtime::new()?;
+/// rt.block_on(async {
+///     let start = Instant::now();
+///     let mut every = eddy::time::interval(Duration::from_millis(10));
+///     for _ in 0..3 {
+///         every.tick().await;
+///     }
+///     assert!(start.elapsed() >= Duration::from_millis(20));
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn interval(period: Duration) -> Interval {
+    interval_at(Instant::now(), period)
+}
+
+/// Like [`interval`], with the first tick at `start`.
+///
+/// # Panics
+///
+/// Panics if `period` is zero.
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    assert!(
+        !period.is_zero(),
+        "eddy::time::interval: the period must be non-zero"
+    );
+    Interval {
+        next: start,
+        period,
+        missed: MissedTickBehavior::default(),
+    }
+}
+
+/// A periodic timer from [`interval`].
+#[derive(Debug)]
+pub struct Interval {
+    next: Instant,
+    period: Duration,
+    missed: MissedTickBehavior,
+}
+
+impl Interval {
+    /// Waits for the next tick and returns the instant it was scheduled for.
+    pub async fn tick(&mut self) -> Instant {
+        let scheduled = self.next;
+        sleep_until(scheduled).await;
+        let now = Instant::now();
+        self.next = match self.missed {
+            MissedTickBehavior::Burst => scheduled + self.period,
+            MissedTickBehavior::Delay if now > scheduled + self.period => now + self.period,
+            MissedTickBehavior::Delay => scheduled + self.period,
+            MissedTickBehavior::Skip => {
+                let behind = now.saturating_duration_since(scheduled);
+                let skipped = (behind.as_nanos() / self.period.as_nanos()) as u32;
+                scheduled + self.period * (skipped + 1)
+            }
+        };
+        scheduled
+    }
+
+    /// Sets what happens to missed ticks.
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.missed = behavior;
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Restarts the schedule: the next tick is one period from now.
+    pub fn reset(&mut self) {
+        self.next = Instant::now() + self.period;
+    }
+}

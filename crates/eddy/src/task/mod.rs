@@ -21,7 +21,9 @@
 
 pub(crate) mod cell;
 mod error;
+mod group;
 mod handle;
+mod join_set;
 pub(crate) mod registry;
 mod yield_now;
 
@@ -31,7 +33,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use error::{TaskError, TaskPanic};
+pub use group::{TaskFailure, TaskGroup, TaskGroupError};
 pub use handle::Task;
+pub use join_set::JoinSet;
 pub use yield_now::{yield_now, YieldNow};
 
 use crate::shared::Shared;

@@ -115,16 +115,11 @@ impl Worker {
 
     /// The thread's whole life: loop until the runtime closes, then drop what is left.
     pub(crate) fn run_thread(self: Rc<Self>) {
-        let shared = self.shared.clone();
-        {
-            let _enter = context::enter_worker(self.clone());
-            while !self.shared.is_closed() {
-                self.run_once();
-            }
-            self.drain_on_exit();
+        let _enter = context::enter_worker(self.clone());
+        while !self.shared.is_closed() {
+            self.run_once();
         }
-        drop(self);
-        shared.worker_exited();
+        self.drain_on_exit();
     }
 
     /// One iteration of asyncio's `_run_once`.
