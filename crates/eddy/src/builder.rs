@@ -41,6 +41,7 @@ pub struct Builder {
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
     hooks: ThreadHooks,
+    run_shutdown_timeout: Duration,
 }
 
 /// Callbacks run on every thread the runtime starts (workers and blocking threads).
@@ -95,6 +96,7 @@ impl fmt::Debug for Builder {
             .field("max_blocking_threads", &self.max_blocking_threads)
             .field("thread_keep_alive", &self.thread_keep_alive)
             .field("hooks", &self.hooks)
+            .field("run_shutdown_timeout", &self.run_shutdown_timeout)
             .finish()
     }
 }
@@ -113,7 +115,15 @@ impl Builder {
             max_blocking_threads: 512,
             thread_keep_alive: Duration::from_secs(10),
             hooks: ThreadHooks::default(),
+            run_shutdown_timeout: crate::SHUTDOWN_TIMEOUT,
         }
+    }
+
+    /// How long [`Runtime::run`] waits, after the main future, for cancelled tasks and
+    /// blocking jobs to stop (default [`SHUTDOWN_TIMEOUT`](crate::SHUTDOWN_TIMEOUT), 5 s).
+    pub fn run_shutdown_timeout(mut self, d: Duration) -> Self {
+        self.run_shutdown_timeout = d;
+        self
     }
 
     /// Runs `f` at the start of every thread the runtime starts (workers and blocking-pool
@@ -240,6 +250,7 @@ impl Builder {
         let config = Config {
             debug,
             slow_callback_duration: self.slow_callback_duration,
+            run_shutdown_timeout: self.run_shutdown_timeout,
         };
         let shared = Arc::new(Shared::new(
             slots,

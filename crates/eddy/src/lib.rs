@@ -54,6 +54,7 @@ mod handle;
 mod metrics;
 mod notify;
 mod reactor;
+mod run;
 mod runtime;
 mod shared;
 mod task;
@@ -74,6 +75,7 @@ pub use exception::ExceptionContext;
 pub use handle::{Closed, RuntimeHandle};
 pub use io::{add_reader, add_writer, remove_reader, remove_writer};
 pub use metrics::{RuntimeMetrics, WorkerMetrics};
+pub use run::{run, RunError, SHUTDOWN_TIMEOUT};
 pub use runtime::Runtime;
 pub use task::{
     yield_now, JoinSet, Task, TaskError, TaskFailure, TaskGroup, TaskGroupError, TaskId, TaskPanic,

@@ -62,6 +62,10 @@ impl Runtime {
         crate::Builder::new().build()
     }
 
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     pub(crate) fn from_parts(shared: Arc<Shared>, threads: Vec<JoinHandle<()>>) -> Self {
         Runtime { shared, threads }
     }

@@ -87,6 +87,7 @@ impl fmt::Debug for Job {
 pub(crate) struct Config {
     pub(crate) debug: bool,
     pub(crate) slow_callback_duration: Duration,
+    pub(crate) run_shutdown_timeout: Duration,
 }
 
 /// The parts of one worker that other threads may touch.
@@ -144,6 +145,8 @@ pub(crate) struct Shared {
     /// Serialises `add_reader`/`remove_reader` & co., which look up an fd across workers.
     pub(crate) fd_watch_lock: Mutex<()>,
     closed: AtomicBool,
+    /// Set by `close` and by `cancel_all_tasks`: every task stops at its next poll.
+    stopping: AtomicBool,
     next_task_id: AtomicU64,
     /// Round-robin choice of heap for timers scheduled from outside the workers.
     next_remote_home: AtomicUsize,
@@ -182,6 +185,7 @@ impl Shared {
             config,
             fd_watch_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             next_task_id: AtomicU64::new(1),
             next_remote_home: AtomicUsize::new(0),
             stop: Mutex::new(false),
@@ -198,6 +202,21 @@ impl Shared {
     #[inline]
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// True once every task is to stop at its next poll (closing, or `eddy::run` ending).
+    #[inline]
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// asyncio.run's `_cancel_all_tasks`: every task, idle or not, stops at its next poll
+    /// (its future is dropped), and idle ones are woken to get there.
+    pub(crate) fn cancel_all_tasks(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        for waker in self.registry.wakers() {
+            waker.wake();
+        }
     }
 
     // ----- submission ---------------------------------------------------------------------
@@ -337,6 +356,7 @@ impl Shared {
 
     /// Marks the runtime closed and wakes every worker so that it leaves its loop.
     pub(crate) fn close(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
         self.closed.store(true, Ordering::SeqCst);
         atomic::fence(Ordering::SeqCst);
         for w in self.workers.iter() {

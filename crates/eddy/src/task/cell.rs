@@ -60,7 +60,12 @@ fn drop_contained<F>(meta: &TaskMeta, inner: Pin<&mut Option<F>>) {
     }
     let mut inner = inner;
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| inner.set(None))) {
-        let ctx = ExceptionContext::new("Exception while dropping a task's future")
+        let message = if meta.shared.is_stopping() {
+            "unhandled error during shutdown: a task's future panicked while being dropped"
+        } else {
+            "Exception while dropping a task's future"
+        };
+        let ctx = ExceptionContext::new(message)
             .with_panic(&*payload)
             .with_task(meta.id)
             .with_location(meta.location);
@@ -99,10 +104,12 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             Ok(Poll::Ready(value)) => Ok(value),
             Ok(Poll::Pending) => {
                 if *this.slot == UNREGISTERED {
-                    let slot = meta
-                        .shared
-                        .registry
-                        .register(meta.id, cx.waker(), meta.owner);
+                    let slot = meta.shared.registry.register(
+                        meta.id,
+                        cx.waker(),
+                        meta.owner,
+                        meta.location,
+                    );
                     *this.slot = slot;
                     meta.publish_slot(slot);
                     // A `cancel` that ran before the slot was published could not wake us.

@@ -99,10 +99,10 @@ impl TaskMeta {
     }
 
     /// True when the task must stop at its next scheduling point: it was cancelled, or the
-    /// runtime shut down.
+    /// runtime is cancelling all its tasks or shut down.
     #[inline]
     pub(crate) fn must_stop(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire) || self.shared.is_closed()
+        self.cancelled.load(Ordering::Acquire) || self.shared.is_stopping()
     }
 
     /// Records where the registry keeps this task's waker (see `cell::TaskFuture`).

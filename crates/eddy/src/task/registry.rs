@@ -12,6 +12,7 @@
 //! future completes or is dropped, so tasks that finish in their first poll never touch it.
 //! The registry is sharded by task id to keep the locks uncontended.
 
+use std::panic::Location;
 use std::task::Waker;
 
 use parking_lot::Mutex;
@@ -30,6 +31,7 @@ struct Entry {
     id: TaskId,
     waker: Waker,
     owner: Option<u32>,
+    location: &'static Location<'static>,
 }
 
 #[derive(Debug)]
@@ -52,12 +54,19 @@ impl TaskRegistry {
     }
 
     /// Registers a task's waker; returns its slot.
-    pub(crate) fn register(&self, id: TaskId, waker: &Waker, owner: Option<u32>) -> u64 {
+    pub(crate) fn register(
+        &self,
+        id: TaskId,
+        waker: &Waker,
+        owner: Option<u32>,
+        location: &'static Location<'static>,
+    ) -> u64 {
         let shard = (id.as_u64() as usize) & (SHARDS - 1);
         let key = self.shards[shard].lock().insert(Entry {
             id,
             waker: waker.clone(),
             owner,
+            location,
         });
         ((key as u64) << SHARD_BITS) | shard as u64
     }
@@ -100,6 +109,24 @@ impl TaskRegistry {
                 .map(|(k, _)| k)
                 .collect();
             out.extend(keys.into_iter().map(|k| s.remove(k).waker));
+        }
+        out
+    }
+
+    /// A clone of every registered waker (to wake them all outside the locks).
+    pub(crate) fn wakers(&self) -> Vec<Waker> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(shard.lock().iter().map(|(_, e)| e.waker.clone()));
+        }
+        out
+    }
+
+    /// Id and spawn location of every registered task.
+    pub(crate) fn tasks(&self) -> Vec<(TaskId, &'static Location<'static>)> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            out.extend(shard.lock().iter().map(|(_, e)| (e.id, e.location)));
         }
         out
     }
