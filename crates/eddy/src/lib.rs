@@ -71,6 +71,7 @@ pub use builder::Builder;
 pub use callback::{Handle, TimerHandle};
 pub use context::{call_at, call_later, call_soon, spawn, spawn_local, time};
 pub use contextvar::{ContextVar, Token};
+pub use eddy_macros::{main, test};
 pub use exception::ExceptionContext;
 pub use handle::{Closed, RuntimeHandle};
 pub use io::{add_reader, add_writer, remove_reader, remove_writer};

@@ -1,0 +1,2 @@
+#[eddy::main]
+async fn main(_args: Vec<String>) {}

@@ -1,0 +1,2 @@
+#[eddy::main]
+fn main() {}

@@ -1,0 +1,4 @@
+#[eddy::test]
+fn t() {}
+
+fn main() {}

@@ -1,0 +1,2 @@
+#[eddy::main(threads = 4)]
+async fn main() {}
