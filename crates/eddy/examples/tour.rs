@@ -35,6 +35,8 @@ fn main() -> std::io::Result<()> {
     stuck_worker(&rt);
     tcp_round_trip(&rt)?;
 
+    task_dump(&rt);
+
     let start = Instant::now();
     let handle = rt.handle();
     rt.handle().spawn(std::future::pending::<()>()).cancel();
@@ -43,7 +45,7 @@ fn main() -> std::io::Result<()> {
     }
     rt.shutdown_timeout(Duration::from_secs(5));
     println!(
-        "9. shutdown: 1000 sleeping tasks dropped, workers joined in {:?}; submitting now gives {:?}",
+        "10. shutdown: 1000 sleeping tasks dropped, workers joined in {:?}; submitting now gives {:?}",
         start.elapsed(),
         handle.call_soon_threadsafe(|| ()).map(|_| ()),
     );
@@ -254,4 +256,35 @@ fn tcp_round_trip(rt: &eddy::Runtime) -> std::io::Result<()> {
         );
         Ok(())
     })
+}
+
+/// Named tasks, a task dump and the metrics, without any flag.
+fn task_dump(rt: &eddy::Runtime) {
+    let ticker = rt.block_on(async {
+        eddy::task::Builder::new().name("ticker").spawn(async {
+            let mut every = eddy::time::interval(Duration::from_millis(5));
+            loop {
+                every.tick().await;
+            }
+        })
+    });
+    let waiter = rt.block_on(async {
+        eddy::task::Builder::new()
+            .name("waiter")
+            .spawn(std::future::pending::<()>())
+    });
+    std::thread::sleep(Duration::from_millis(30));
+    println!("9. task dump and metrics:");
+    for task in rt.dump_tasks() {
+        println!("     {task}");
+    }
+    let m = rt.metrics();
+    for (i, w) in m.workers.iter().enumerate() {
+        println!(
+            "     worker {i}: {} polls, {} callbacks, {} steals ({} jobs), {} parks, {} timers fired, busy {:?}",
+            w.tasks_polled, w.callbacks_run, w.steal_operations, w.stolen_items, w.parks, w.timers_fired, w.busy_time
+        );
+    }
+    ticker.cancel();
+    waiter.cancel();
 }

@@ -198,7 +198,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    crate::task::spawn_with(shared, async move { f() }, location, |r| {
+    crate::task::spawn_with(shared, async move { f() }, location, None, |r| {
         BlockingPool::schedule(r)
     })
 }

@@ -230,14 +230,25 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let location = Location::caller();
+    spawn_local_named(future, Location::caller(), None)
+}
+
+pub(crate) fn spawn_local_named<F>(
+    future: F,
+    location: &'static Location<'static>,
+    name: Option<String>,
+) -> Task<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
     let (shared, index) = CURRENT.with(|c| match &*c.borrow() {
         Some(Current::Worker(w)) => (w.shared().clone(), w.index()),
         _ => {
             panic!("spawn_local must be called on an eddy worker thread (from a task or callback)")
         }
     });
-    task::spawn_pinned(&shared, index, future, location)
+    task::spawn_pinned(&shared, index, future, location, name)
 }
 
 /// Schedules `f` to run in the next cycle of the current worker's loop (asyncio's

@@ -236,6 +236,11 @@ impl RuntimeHandle {
         Ok(timer)
     }
 
+    /// Every live task; see [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).
+    pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
+        self.shared.registry.dump(Instant::now())
+    }
+
     /// Makes [`Runtime::run_forever`](crate::Runtime::run_forever) return. Callable from any
     /// thread, task or callback. It does not shut the runtime down.
     pub fn stop(&self) {

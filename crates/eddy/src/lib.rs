@@ -57,7 +57,7 @@ mod reactor;
 mod run;
 mod runtime;
 mod shared;
-mod task;
+pub mod task;
 mod timer;
 mod worker;
 

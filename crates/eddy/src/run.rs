@@ -130,10 +130,10 @@ impl Runtime {
         while shared.registry.len() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        for (id, location) in shared.registry.tasks() {
+        for task in shared.registry.dump(Instant::now()) {
             let ctx = ExceptionContext::new("Task was destroyed but it is pending!")
-                .with_task(id)
-                .with_location(location);
+                .with_task(task.id)
+                .with_location(task.location);
             shared.handler.call(&ctx);
         }
         shared.blocking.shutdown();

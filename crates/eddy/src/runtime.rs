@@ -108,6 +108,27 @@ impl Runtime {
         }
     }
 
+    /// Every live task: id, name, spawn location, state (idle, scheduled, running), number of
+    /// polls and age. Each registry shard is locked only while it is read, so workers are
+    /// never stopped for more than a moment.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = eddy::Runtime::new()?;
+    /// let t = rt.handle().spawn(std::future::pending::<()>());
+    /// std::thread::sleep(std::time::Duration::from_millis(20));
+    /// let dump = rt.dump_tasks();
+    /// assert_eq!(dump.len(), 1);
+    /// assert_eq!(dump[0].state, eddy::task::TaskState::Idle);
+    /// println!("{}", dump[0]);
+    /// # t.cancel();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
+        self.shared.registry.dump(Instant::now())
+    }
+
     /// A snapshot of the runtime's queues and timer heaps.
     ///
     /// # Examples

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal, Stealer};
+use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use polling::Poller;
 
@@ -35,6 +36,7 @@ use crate::blocking::BlockingPool;
 use crate::callback::Callback;
 use crate::context;
 use crate::exception::ExceptionHandler;
+use crate::metrics::WorkerCounters;
 use crate::reactor::Reactor;
 use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
@@ -103,6 +105,8 @@ pub(crate) struct WorkerSlot {
     /// `AWAKE`, or (while parked) the deadline it sleeps until in the timer heaps' nanosecond
     /// scale, `u64::MAX` for "until notified".
     pub(crate) park_deadline: AtomicU64,
+    /// What the worker counts about itself (metrics); written by that worker only.
+    pub(crate) counters: CachePadded<WorkerCounters>,
     /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
     /// dropped on their thread.
     pub(crate) exited: AtomicBool,
@@ -118,6 +122,7 @@ impl WorkerSlot {
             inbox: Injector::new(),
             park_deadline: AtomicU64::new(AWAKE),
             exited: AtomicBool::new(false),
+            counters: CachePadded::new(WorkerCounters::new()),
         })
     }
 

@@ -25,14 +25,12 @@ use async_task::{Builder, ScheduleInfo, WithInfo};
 use crate::contextvar::{self, Context as VarContext};
 use crate::exception::ExceptionContext;
 use crate::shared::Shared;
-use crate::task::registry::UNREGISTERED;
 use crate::task::{Runnable, Task, TaskError, TaskMeta, TaskPanic};
 
 pin_project_lite::pin_project! {
     /// The future inside every task cell (see the module docs).
     pub(crate) struct TaskFuture<'a, F> {
         meta: &'a TaskMeta,
-        slot: u64,
         // The task's own context variables: a copy of its spawner's, current while it polls.
         context: VarContext,
         // `None` once dropped by us: `async-task` drops the future inside an abort-on-panic
@@ -44,9 +42,7 @@ pin_project_lite::pin_project! {
     impl<'a, F> PinnedDrop for TaskFuture<'a, F> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if *this.slot != UNREGISTERED {
-                this.meta.shared.registry.unregister(*this.slot, this.meta.id);
-            }
+            this.meta.unregister();
             drop_contained(this.meta, this.inner);
         }
     }
@@ -73,15 +69,6 @@ fn drop_contained<F>(meta: &TaskMeta, inner: Pin<&mut Option<F>>) {
     }
 }
 
-impl<F: Future> TaskFuture<'_, F> {
-    fn unregister(meta: &TaskMeta, slot: &mut u64) {
-        if *slot != UNREGISTERED {
-            meta.shared.registry.unregister(*slot, meta.id);
-            *slot = UNREGISTERED;
-        }
-    }
-}
-
 impl<F: Future> Future for TaskFuture<'_, F> {
     type Output = Result<F::Output, TaskError>;
 
@@ -89,7 +76,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
         let mut this = self.project();
         let meta = *this.meta;
         if meta.must_stop() {
-            Self::unregister(meta, this.slot);
+            meta.unregister();
             drop_contained(meta, this.inner);
             return Poll::Ready(Err(TaskError::Cancelled));
         }
@@ -97,26 +84,14 @@ impl<F: Future> Future for TaskFuture<'_, F> {
             // Unreachable in practice: `async-task` never polls a completed future.
             return Poll::Ready(Err(TaskError::Cancelled));
         };
+        meta.mark_running();
         let outer = contextvar::swap(this.context.take());
         let polled = panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx)));
         *this.context = contextvar::swap(outer);
         let out = match polled {
             Ok(Poll::Ready(value)) => Ok(value),
             Ok(Poll::Pending) => {
-                if *this.slot == UNREGISTERED {
-                    let slot = meta.shared.registry.register(
-                        meta.id,
-                        cx.waker(),
-                        meta.owner,
-                        meta.location,
-                    );
-                    *this.slot = slot;
-                    meta.publish_slot(slot);
-                    // A `cancel` that ran before the slot was published could not wake us.
-                    if meta.must_stop() {
-                        cx.waker().wake_by_ref();
-                    }
-                }
+                meta.mark_idle();
                 return Poll::Pending;
             }
             Err(payload) => Err(TaskError::Panicked(TaskPanic::new(
@@ -126,7 +101,7 @@ impl<F: Future> Future for TaskFuture<'_, F> {
                 meta.shared.handler.clone(),
             ))),
         };
-        Self::unregister(meta, this.slot);
+        meta.unregister();
         drop_contained(meta, this.inner);
         Poll::Ready(out)
     }
@@ -142,7 +117,21 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    spawn_with(shared, future, location, Shared::schedule_task)
+    spawn_with(shared, future, location, None, Shared::schedule_task)
+}
+
+/// [`spawn_stealable`] with a name for task dumps.
+pub(crate) fn spawn_named<F>(
+    shared: &Arc<Shared>,
+    future: F,
+    location: &'static Location<'static>,
+    name: Option<String>,
+) -> Task<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    spawn_with(shared, future, location, name, Shared::schedule_task)
 }
 
 /// Spawns a `Send` task whose wakes go to `schedule` (the workers, or the blocking pool).
@@ -150,6 +139,7 @@ pub(crate) fn spawn_with<F, S>(
     shared: &Arc<Shared>,
     future: F,
     location: &'static Location<'static>,
+    name: Option<String>,
     schedule: S,
 ) -> Task<F::Output>
 where
@@ -157,8 +147,11 @@ where
     F::Output: Send + 'static,
     S: Fn(Runnable) + Send + Sync + Copy + 'static,
 {
-    let meta = TaskMeta::new(shared.clone(), location, None);
-    let schedule = WithInfo(move |runnable: Runnable, _info: ScheduleInfo| schedule(runnable));
+    let meta = TaskMeta::new(shared.clone(), location, None, name);
+    let schedule = WithInfo(move |runnable: Runnable, _info: ScheduleInfo| {
+        runnable.metadata().mark_scheduled();
+        schedule(runnable)
+    });
     // SAFETY:
     // - `TaskFuture<F>` is `Send` because `F` is `Send` and `&TaskMeta` is `Send` (`TaskMeta`
     //   is `Sync`), so the runnable may be used and dropped on any thread.
@@ -170,6 +163,17 @@ where
             .metadata(meta)
             .spawn_unchecked(move |meta| wrap(meta, future), schedule)
     };
+    start(shared, runnable, task)
+}
+
+/// Registers a new task and schedules its first poll.
+fn start<T>(
+    shared: &Shared,
+    runnable: Runnable,
+    task: async_task::Task<Result<T, TaskError>, TaskMeta>,
+) -> Task<T> {
+    let meta = runnable.metadata();
+    meta.publish_slot(shared.registry.register(meta, runnable.waker()));
     runnable.schedule();
     Task::new(task)
 }
@@ -180,13 +184,15 @@ pub(crate) fn spawn_pinned<F>(
     owner: usize,
     future: F,
     location: &'static Location<'static>,
+    name: Option<String>,
 ) -> Task<F::Output>
 where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32));
+    let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32), name);
     let schedule = WithInfo(|runnable: Runnable, _info: ScheduleInfo| {
+        runnable.metadata().mark_scheduled();
         Shared::schedule_pinned(runnable);
     });
     // SAFETY:
@@ -203,14 +209,12 @@ where
             .metadata(meta)
             .spawn_unchecked(move |meta| wrap(meta, future), schedule)
     };
-    runnable.schedule();
-    Task::new(task)
+    start(shared, runnable, task)
 }
 
 fn wrap<F: Future>(meta: &TaskMeta, inner: F) -> TaskFuture<'_, F> {
     TaskFuture {
         meta,
-        slot: UNREGISTERED,
         context: contextvar::capture(),
         inner: Some(inner),
     }

@@ -9,17 +9,21 @@
 //! Ownership and life cycle:
 //!
 //! * A [`Runnable`] in a ready queue means "poll me once". Whoever pops it runs it.
+//! * Every task is entered in the runtime's [`registry::TaskRegistry`] when it is spawned and
+//!   leaves it when its future completes or is dropped. The registry is what lets `cancel`,
+//!   shutdown and `eddy::run` reach idle tasks that nobody will ever wake again (a plain
+//!   `async-task` would leak them), and what task dumps list.
 //! * The future we hand to `async-task` is a [`cell::TaskFuture`] around the user's future. It
-//!   catches panics, turns cancellation into `Err(TaskError::Cancelled)` and registers the
-//!   task's waker in the runtime's [`registry::TaskRegistry`] the first time the task goes
-//!   pending. The registry is what lets shutdown reach tasks that nobody will ever wake
-//!   again (a plain `async-task` would leak them).
+//!   catches panics (of `poll` and of the future's destructor), turns cancellation into
+//!   `Err(TaskError::Cancelled)`, keeps the task's context variables and its dump state.
 //! * The [`Task`] handle detaches on drop (asyncio and tokio semantics: the task keeps
 //!   running); its output is then dropped by the cell. If that output is an unretrieved panic,
 //!   dropping it reports "Task exception was never retrieved" to the exception handler.
 //! * Pinned tasks (`spawn_local`) are only ever polled and dropped on their owner worker.
 
+mod builder;
 pub(crate) mod cell;
+mod dump;
 mod error;
 mod group;
 mod handle;
@@ -29,9 +33,12 @@ mod yield_now;
 
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
+pub use builder::Builder;
+pub use dump::{TaskInfo, TaskState};
 pub use error::{TaskError, TaskPanic};
 pub use group::{TaskFailure, TaskGroup, TaskGroupError};
 pub use handle::Task;
@@ -77,8 +84,14 @@ pub(crate) struct TaskMeta {
     /// `Some(worker)` for pinned (`spawn_local`) tasks.
     pub(crate) owner: Option<u32>,
     pub(crate) shared: Arc<Shared>,
+    pub(crate) name: Option<Box<str>>,
+    spawned_at: Instant,
+    /// A `TaskState` as `u8`; written by the schedule function and by the poller.
+    state: AtomicU8,
+    /// Polls so far; only the poller writes it.
+    polls: AtomicU32,
     cancelled: AtomicBool,
-    /// Where the registry keeps this task's waker; `registry::UNREGISTERED` when it does not.
+    /// Where the registry keeps this task; `registry::UNREGISTERED` once it left.
     slot: AtomicU64,
 }
 
@@ -87,12 +100,17 @@ impl TaskMeta {
         shared: Arc<Shared>,
         location: &'static Location<'static>,
         owner: Option<u32>,
+        name: Option<String>,
     ) -> Self {
         TaskMeta {
             id: TaskId(shared.next_task_id()),
             location,
             owner,
             shared,
+            name: name.map(String::into_boxed_str),
+            spawned_at: Instant::now(),
+            state: AtomicU8::new(TaskState::SCHEDULED),
+            polls: AtomicU32::new(0),
             cancelled: AtomicBool::new(false),
             slot: AtomicU64::new(registry::UNREGISTERED),
         }
@@ -105,9 +123,17 @@ impl TaskMeta {
         self.cancelled.load(Ordering::Acquire) || self.shared.is_stopping()
     }
 
-    /// Records where the registry keeps this task's waker (see `cell::TaskFuture`).
+    /// Records where the registry keeps this task.
     pub(crate) fn publish_slot(&self, slot: u64) {
         self.slot.store(slot, Ordering::SeqCst);
+    }
+
+    /// Takes the task out of the registry (once; later calls do nothing).
+    pub(crate) fn unregister(&self) {
+        let slot = self.slot.swap(registry::UNREGISTERED, Ordering::AcqRel);
+        if slot != registry::UNREGISTERED {
+            self.shared.registry.unregister(slot, self.id);
+        }
     }
 
     /// Asks the task to stop and makes sure it gets polled soon to notice.
@@ -116,6 +142,36 @@ impl TaskMeta {
         let slot = self.slot.load(Ordering::SeqCst);
         if slot != registry::UNREGISTERED {
             self.shared.registry.wake(slot, self.id);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn mark_scheduled(&self) {
+        self.state.store(TaskState::SCHEDULED, Ordering::Relaxed);
+    }
+
+    /// A poll starts: running, one more poll.
+    #[inline]
+    pub(crate) fn mark_running(&self) {
+        self.state.store(TaskState::RUNNING, Ordering::Relaxed);
+        let polls = self.polls.load(Ordering::Relaxed);
+        self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn mark_idle(&self) {
+        self.state.store(TaskState::IDLE, Ordering::Relaxed);
+    }
+
+    /// This task's line in a dump.
+    pub(crate) fn info(&self, now: Instant) -> TaskInfo {
+        TaskInfo {
+            id: self.id,
+            name: self.name.as_deref().map(String::from),
+            location: self.location,
+            state: TaskState::from_u8(self.state.load(Ordering::Relaxed)),
+            polls: self.polls.load(Ordering::Relaxed),
+            age: now.saturating_duration_since(self.spawned_at),
         }
     }
 }

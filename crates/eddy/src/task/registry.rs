@@ -1,24 +1,29 @@
-//! The registry of tasks that went pending: how shutdown and `cancel` reach idle tasks.
+//! The registry of live tasks: how `cancel`, shutdown, `eddy::run` and task dumps reach
+//! every task, idle or not.
 //!
 //! An idle task is referenced only by the wakers that the things it awaits hold. If nobody
 //! holds one (a `pending()` future, a channel nobody will send on), nothing could ever poll or
-//! drop it again. The registry keeps one waker clone per idle-capable task, so that:
+//! drop it again. So every task is registered when it is spawned, with one waker clone
+//! (which keeps its allocation alive) and a pointer to its [`TaskMeta`]; it leaves the
+//! registry when its future completes or is dropped. That gives:
 //!
-//! * [`Task::cancel`](crate::Task::cancel) can wake an idle task to make it notice;
-//! * shutdown can wake every remaining task once, and the task cell, seeing the runtime
-//!   closed, drops the future (destructors run; nothing leaks).
+//! * [`Task::cancel`](crate::Task::cancel) a way to wake an idle task so that it notices;
+//! * shutdown and `eddy::run` a way to wake every remaining task once, so that its cell,
+//!   seeing the runtime stopping, drops the future (destructors run; nothing leaks);
+//! * [`Runtime::dump_tasks`](crate::Runtime::dump_tasks) every live task with its state.
 //!
-//! A task registers the first time its future returns `Pending` and unregisters when the
-//! future completes or is dropped, so tasks that finish in their first poll never touch it.
-//! The registry is sharded by task id to keep the locks uncontended.
+//! The registry is sharded by task id so that spawns and completions on different workers
+//! rarely meet on one lock.
 
-use std::panic::Location;
+use std::ptr::NonNull;
 use std::task::Waker;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 use slab::Slab;
 
-use crate::task::TaskId;
+use crate::task::dump::TaskInfo;
+use crate::task::{TaskId, TaskMeta};
 
 /// `slot` value of a task that is not registered.
 pub(crate) const UNREGISTERED: u64 = u64::MAX;
@@ -28,10 +33,29 @@ const SHARDS: usize = 1 << SHARD_BITS;
 
 #[derive(Debug)]
 struct Entry {
-    id: TaskId,
+    /// Keeps the task's allocation, and so `meta`, alive while the entry exists.
     waker: Waker,
-    owner: Option<u32>,
-    location: &'static Location<'static>,
+    meta: MetaPtr,
+}
+
+/// A pointer to the `TaskMeta` inside a task allocation that the same entry's waker keeps
+/// alive.
+#[derive(Debug)]
+struct MetaPtr(NonNull<TaskMeta>);
+
+// SAFETY: the pointee is a `TaskMeta`, which is `Sync`; the pointer is only dereferenced to
+// `&TaskMeta` (never `&mut`), from whichever thread holds the shard lock, while the entry's
+// waker keeps the allocation alive. Sending the pointer between threads is therefore no
+// different from sending a `&TaskMeta`.
+unsafe impl Send for MetaPtr {}
+
+impl Entry {
+    fn meta(&self) -> &TaskMeta {
+        // SAFETY: `self.waker` is a reference to the task that owns the `TaskMeta`; while
+        // the entry exists the task allocation (header and metadata included) is not freed,
+        // and `TaskMeta` is only ever shared immutably.
+        unsafe { self.meta.0.as_ref() }
+    }
 }
 
 #[derive(Debug)]
@@ -53,20 +77,12 @@ impl TaskRegistry {
         )
     }
 
-    /// Registers a task's waker; returns its slot.
-    pub(crate) fn register(
-        &self,
-        id: TaskId,
-        waker: &Waker,
-        owner: Option<u32>,
-        location: &'static Location<'static>,
-    ) -> u64 {
-        let shard = (id.as_u64() as usize) & (SHARDS - 1);
+    /// Registers a freshly spawned task; returns its slot.
+    pub(crate) fn register(&self, meta: &TaskMeta, waker: Waker) -> u64 {
+        let shard = (meta.id.as_u64() as usize) & (SHARDS - 1);
         let key = self.shards[shard].lock().insert(Entry {
-            id,
-            waker: waker.clone(),
-            owner,
-            location,
+            waker,
+            meta: MetaPtr(NonNull::from(meta)),
         });
         ((key as u64) << SHARD_BITS) | shard as u64
     }
@@ -77,11 +93,11 @@ impl TaskRegistry {
         let removed = {
             let mut s = self.shards[shard].lock();
             match s.get(key) {
-                Some(e) if e.id == id => Some(s.remove(key)),
+                Some(e) if e.meta().id == id => Some(s.remove(key)),
                 _ => None,
             }
         };
-        // The waker is dropped here, outside the lock.
+        // The waker (possibly the last reference to the task) is dropped outside the lock.
         drop(removed);
     }
 
@@ -89,7 +105,7 @@ impl TaskRegistry {
     pub(crate) fn wake(&self, slot: u64, id: TaskId) {
         let (shard, key) = Self::split(slot);
         let waker = match self.shards[shard].lock().get(key) {
-            Some(e) if e.id == id => Some(e.waker.clone()),
+            Some(e) if e.meta().id == id => Some(e.waker.clone()),
             _ => None,
         };
         if let Some(w) = waker {
@@ -105,7 +121,7 @@ impl TaskRegistry {
             let mut s = shard.lock();
             let keys: Vec<usize> = s
                 .iter()
-                .filter(|(_, e)| e.owner == owner)
+                .filter(|(_, e)| e.meta().owner == owner)
                 .map(|(k, _)| k)
                 .collect();
             out.extend(keys.into_iter().map(|k| s.remove(k).waker));
@@ -122,16 +138,17 @@ impl TaskRegistry {
         out
     }
 
-    /// Id and spawn location of every registered task.
-    pub(crate) fn tasks(&self) -> Vec<(TaskId, &'static Location<'static>)> {
+    /// A description of every live task. Each shard is locked only while it is read.
+    pub(crate) fn dump(&self, now: Instant) -> Vec<TaskInfo> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.lock().iter().map(|(_, e)| (e.id, e.location)));
+            out.extend(shard.lock().iter().map(|(_, e)| e.meta().info(now)));
         }
+        out.sort_by_key(|t| t.id);
         out
     }
 
-    /// Number of registered tasks.
+    /// Number of live tasks.
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
     }

@@ -54,6 +54,8 @@ pub(crate) struct TimerQueue {
     /// Entries cancelled but still in the heap (approximately: a handle may count a cancel
     /// of an entry that already left the heap; `tidy` resets it when it rebuilds).
     cancelled: AtomicIsize,
+    /// Cancels counted over the heap's life (metrics).
+    cancelled_total: AtomicU64,
     /// How many times `tidy` rebuilt the heap (asyncio's rule); observed by tests and metrics.
     rebuilds: AtomicUsize,
     epoch: Instant,
@@ -72,6 +74,7 @@ impl TimerQueue {
             next_deadline: AtomicU64::new(u64::MAX),
             cancelled: AtomicIsize::new(0),
             rebuilds: AtomicUsize::new(0),
+            cancelled_total: AtomicU64::new(0),
             epoch,
         }
     }
@@ -105,6 +108,12 @@ impl TimerQueue {
     /// Counts one more cancelled entry (called by the handle that cancelled it).
     pub(crate) fn note_cancelled(&self) {
         self.cancelled.fetch_add(1, Ordering::Relaxed);
+        self.cancelled_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Cancels counted over the heap's life.
+    pub(crate) fn cancelled_total(&self) -> u64 {
+        self.cancelled_total.load(Ordering::Relaxed)
     }
 
     /// Phase 1 of `_run_once`: asyncio's heap tidy rule. Returns the earliest deadline left.

@@ -161,6 +161,7 @@ impl Worker {
             }
             let mut fired = Fired::default();
             slot.reactor.dispatch(&events, &mut fired);
+            slot.counters.io_events.add(events.len() as u64);
             drop(events);
             self.run_fired(fired);
         }
@@ -231,8 +232,16 @@ impl Worker {
                 continue;
             }
             loop {
+                let before = self.ready.len();
                 match workers[victim].stealer.steal_batch(&self.ready) {
-                    Steal::Success(()) => return true,
+                    Steal::Success(()) => {
+                        let counters = &self.slot().counters;
+                        counters.steal_operations.add(1);
+                        counters
+                            .stolen_items
+                            .add((self.ready.len() - before) as u64);
+                        return true;
+                    }
                     Steal::Retry => continue,
                     Steal::Empty => break,
                 }
@@ -292,9 +301,17 @@ impl Worker {
             };
             let mut events = self.events.borrow_mut();
             events.clear();
+            let counters = &slot.counters;
+            counters.parks.add(1);
+            let parked_at = Instant::now();
             if let Err(e) = slot.poller.wait(&mut events, timeout) {
                 self.report_wait_error(&e);
             }
+            counters
+                .parked_ns
+                .add(parked_at.elapsed().as_nanos() as u64);
+            counters.wakeups.add(1);
+            counters.io_events.add(events.len() as u64);
             let mut fired = Fired::default();
             slot.reactor.dispatch(&events, &mut fired);
             drop(events);
@@ -383,6 +400,7 @@ impl Worker {
             }
             w.reactor.note_polled(now);
             w.reactor.dispatch(&events, &mut fired);
+            self.slot().counters.io_events.add(events.len() as u64);
             drop(events);
             // Our wait may have consumed a notification meant for the owner: repeat it.
             w.notify();
@@ -415,6 +433,10 @@ impl Worker {
     }
 
     fn dispatch_timers(&self, due: &mut Vec<TimerAction>) {
+        if due.is_empty() {
+            return;
+        }
+        self.slot().counters.timers_fired.add(due.len() as u64);
         for action in due.drain(..) {
             match action {
                 TimerAction::Callback(c) => self.push_local(Job::Callback(c)),
@@ -475,6 +497,7 @@ impl Worker {
                 };
                 // The task cell contains panics of `poll` and of the future's destructor.
                 runnable.run();
+                self.slot().counters.tasks_polled.add(1);
                 if let Some(start) = start {
                     self.report_if_slow(start, "task", location, Some(id));
                 }
@@ -483,6 +506,7 @@ impl Worker {
                 if cb.cancelled() {
                     return;
                 }
+                self.slot().counters.callbacks_run.add(1);
                 if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| cb.run())) {
                     let ctx = ExceptionContext::new("Exception in callback")
                         .with_panic(&*payload)
