@@ -106,25 +106,21 @@ fn a_dump_under_load_lists_every_task_with_its_state() {
     let spins = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for i in 0..2000 {
-        let t = rt.block_on(async move {
-            eddy::task::Builder::new()
-                .name(format!("idle-{i}"))
-                .spawn(std::future::pending::<()>())
-        });
+        let t = eddy::task::Builder::new()
+            .name(format!("idle-{i}"))
+            .spawn_on(&rt.handle(), std::future::pending::<()>());
         handles.push(t);
     }
     for i in 0..2 {
         let (stop, spins) = (stop.clone(), spins.clone());
-        let t = rt.block_on(async move {
-            eddy::task::Builder::new()
-                .name(format!("busy-{i}"))
-                .spawn(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        spins.fetch_add(1, Ordering::Relaxed);
-                        eddy::yield_now().await;
-                    }
-                })
-        });
+        let t = eddy::task::Builder::new()
+            .name(format!("busy-{i}"))
+            .spawn_on(&rt.handle(), async move {
+                while !stop.load(Ordering::Relaxed) {
+                    spins.fetch_add(1, Ordering::Relaxed);
+                    eddy::yield_now().await;
+                }
+            });
         handles.push(t);
     }
     std::thread::sleep(Duration::from_millis(50));

@@ -260,19 +260,18 @@ fn tcp_round_trip(rt: &eddy::Runtime) -> std::io::Result<()> {
 
 /// Named tasks, a task dump and the metrics, without any flag.
 fn task_dump(rt: &eddy::Runtime) {
-    let ticker = rt.block_on(async {
-        eddy::task::Builder::new().name("ticker").spawn(async {
+    let handle = rt.handle();
+    let ticker = eddy::task::Builder::new()
+        .name("ticker")
+        .spawn_on(&handle, async {
             let mut every = eddy::time::interval(Duration::from_millis(5));
             loop {
                 every.tick().await;
             }
-        })
-    });
-    let waiter = rt.block_on(async {
-        eddy::task::Builder::new()
-            .name("waiter")
-            .spawn(std::future::pending::<()>())
-    });
+        });
+    let waiter = eddy::task::Builder::new()
+        .name("waiter")
+        .spawn_on(&handle, std::future::pending::<()>());
     std::thread::sleep(Duration::from_millis(30));
     println!("9. task dump and metrics:");
     for task in rt.dump_tasks() {

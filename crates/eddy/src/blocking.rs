@@ -73,6 +73,12 @@ impl BlockingPool {
         }
     }
 
+    /// Threads running a job right now.
+    pub(crate) fn busy_threads(&self) -> usize {
+        let state = self.state.lock();
+        state.threads - state.idle
+    }
+
     /// Threads currently alive.
     pub(crate) fn threads(&self) -> usize {
         self.live.load(Ordering::Relaxed)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::blocking::BlockingPool;
+use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
 use crate::runtime::Runtime;
 use crate::shared::{Config, Shared, WorkerSlot};
@@ -42,6 +43,7 @@ pub struct Builder {
     thread_keep_alive: Duration,
     hooks: ThreadHooks,
     run_shutdown_timeout: Duration,
+    start_paused: bool,
 }
 
 /// Callbacks run on every thread the runtime starts (workers and blocking threads).
@@ -97,6 +99,7 @@ impl fmt::Debug for Builder {
             .field("thread_keep_alive", &self.thread_keep_alive)
             .field("hooks", &self.hooks)
             .field("run_shutdown_timeout", &self.run_shutdown_timeout)
+            .field("start_paused", &self.start_paused)
             .finish()
     }
 }
@@ -116,7 +119,34 @@ impl Builder {
             thread_keep_alive: Duration::from_secs(10),
             hooks: ThreadHooks::default(),
             run_shutdown_timeout: crate::SHUTDOWN_TIMEOUT,
+            start_paused: false,
         }
+    }
+
+    /// Starts the runtime with its clock paused (for tests): time stands still and jumps
+    /// straight to the next timer deadline whenever every worker is idle, with any number
+    /// of workers; [`time::advance`](crate::time::advance) moves it by hand. `eddy::time()`,
+    /// `sleep`, `call_later` and `interval` all follow this clock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let rt = eddy::Builder::new().workers(2).start_paused(true).build()?;
+    /// let real = Instant::now();
+    /// let virtual_elapsed = rt.block_on(async {
+    ///     let start = eddy::time();
+    ///     eddy::time::sleep(Duration::from_secs(3 * 3600)).await; // three hours...
+    ///     eddy::time() - start
+    /// });
+    /// assert!(virtual_elapsed >= Duration::from_secs(3 * 3600));
+    /// assert!(real.elapsed() < Duration::from_secs(5)); // ...in a moment
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn start_paused(mut self, paused: bool) -> Self {
+        self.start_paused = paused;
+        self
     }
 
     /// How long [`Runtime::run`] waits, after the main future, for cancelled tasks and
@@ -262,6 +292,7 @@ impl Builder {
                 self.thread_name.clone(),
                 self.hooks.clone(),
             ),
+            Clock::new(epoch, self.start_paused),
         ));
         let mut threads = Vec::with_capacity(n);
         for (index, queue) in queues.into_iter().enumerate() {

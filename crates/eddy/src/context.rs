@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::callback::{Callback, CallbackCell, Handle, TimerHandle};
 use crate::shared::{Job, Shared};
 use crate::task::{self, Runnable, Task};
-use crate::timer::{deadline_after, TimerAction};
+use crate::timer::TimerAction;
 use crate::worker::Worker;
 
 enum Current {
@@ -307,7 +307,9 @@ pub fn call_later<F>(delay: Duration, f: F) -> TimerHandle
 where
     F: FnOnce() + Send + 'static,
 {
-    call_at_inner(deadline_after(delay), f, Location::caller())
+    let shared = current_or_panic();
+    let when = shared.clock.deadline_after(delay);
+    submit_timer(&shared, when, CallbackCell::new(f, Location::caller()))
 }
 
 /// Schedules `f` to run at `when` (asyncio's `call_at`). A deadline in the past runs in the
@@ -346,7 +348,9 @@ where
 }
 
 /// The loop's clock (asyncio's `loop.time()`): a monotonic [`Instant`], the scale of
-/// [`call_at`] and [`TimerHandle::when`]. Works on any thread.
+/// [`call_at`] and [`TimerHandle::when`]. On a runtime built with
+/// [`Builder::start_paused`](crate::Builder::start_paused) this is the paused clock; outside
+/// a runtime it is `Instant::now()`.
 ///
 /// # Examples
 ///
@@ -356,5 +360,8 @@ where
 /// assert!(b >= a);
 /// ```
 pub fn time() -> Instant {
-    Instant::now()
+    match current_shared() {
+        Some(shared) => shared.clock.now(),
+        None => Instant::now(),
+    }
 }

@@ -11,7 +11,6 @@ use crate::callback::{Callback, CallbackCell, Handle, TimerHandle};
 use crate::context;
 use crate::shared::Shared;
 use crate::task::{self, Task};
-use crate::timer::deadline_after;
 
 /// The error of submitting work to a runtime that has shut down.
 ///
@@ -186,7 +185,8 @@ impl RuntimeHandle {
     where
         F: FnOnce() + Send + 'static,
     {
-        self.call_at_inner(deadline_after(delay), f, Location::caller())
+        let when = self.shared.clock.deadline_after(delay);
+        self.call_at_inner(when, f, Location::caller())
     }
 
     /// Schedules `f` to run at `when`, from any thread. A past deadline runs at once.
@@ -239,6 +239,10 @@ impl RuntimeHandle {
     /// Every live task; see [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).
     pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
         self.shared.registry.dump(Instant::now())
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// Makes [`Runtime::run_forever`](crate::Runtime::run_forever) return. Callable from any

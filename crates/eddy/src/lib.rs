@@ -47,6 +47,7 @@
 mod blocking;
 mod builder;
 mod callback;
+mod clock;
 mod context;
 mod contextvar;
 mod exception;

@@ -34,6 +34,7 @@ use polling::Poller;
 
 use crate::blocking::BlockingPool;
 use crate::callback::Callback;
+use crate::clock::Clock;
 use crate::context;
 use crate::exception::ExceptionHandler;
 use crate::metrics::WorkerCounters;
@@ -147,6 +148,7 @@ pub(crate) struct Shared {
     pub(crate) blocking: BlockingPool,
     pub(crate) handler: ExceptionHandler,
     pub(crate) config: Config,
+    pub(crate) clock: Clock,
     /// Serialises `add_reader`/`remove_reader` & co., which look up an fd across workers.
     pub(crate) fd_watch_lock: Mutex<()>,
     closed: AtomicBool,
@@ -178,6 +180,7 @@ impl Shared {
         handler: ExceptionHandler,
         config: Config,
         blocking: BlockingPool,
+        clock: Clock,
     ) -> Self {
         let n = workers.len();
         Shared {
@@ -188,6 +191,7 @@ impl Shared {
             blocking,
             handler,
             config,
+            clock,
             fd_watch_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
             stopping: AtomicBool::new(false),

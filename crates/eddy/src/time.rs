@@ -1,5 +1,5 @@
-//! Time: [`sleep`], [`sleep_until`], [`timeout`] and [`interval`], built on the per-worker
-//! timer heaps.
+//! Time: [`sleep`], [`sleep_until`], [`timeout`], [`interval`] and (paused clock)
+//! [`advance`], built on the per-worker timer heaps and the runtime's clock.
 //!
 //! A [`Sleep`] registers itself on the heap of the worker that first polls it (a thread in
 //! `block_on` uses a heap chosen round-robin) and is woken by that worker's phase 3, or by a
@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::context;
-use crate::timer::{deadline_after, SleepCell, TimerAction, TimerQueue};
+use crate::timer::{deadline_from, SleepCell, TimerAction, TimerQueue};
 
 /// Waits until `duration` has passed. `Duration::MAX` (or any huge value) sleeps forever
 /// without overflowing.
@@ -37,7 +37,7 @@ use crate::timer::{deadline_after, SleepCell, TimerAction, TimerQueue};
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn sleep(duration: Duration) -> Sleep {
-    Sleep::new(deadline_after(duration))
+    Sleep::new(deadline_from(crate::time(), duration))
 }
 
 /// Waits until `deadline`. A deadline in the past completes on the first poll.
@@ -124,12 +124,12 @@ impl Future for Sleep {
                 Poll::Pending
             }
             None => {
-                if self.deadline <= Instant::now() {
-                    return Poll::Ready(());
-                }
                 let shared = context::current_shared().unwrap_or_else(|| {
                     panic!("no eddy runtime on this thread: eddy::time::sleep must be awaited inside an eddy runtime")
                 });
+                if self.deadline <= shared.clock.now() {
+                    return Poll::Ready(());
+                }
                 let target = context::home_worker(&shared);
                 let cell = SleepCell::new(cx.waker().clone());
                 let queue = shared.workers[target].timers.clone();
@@ -235,7 +235,7 @@ pub enum MissedTickBehavior {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn interval(period: Duration) -> Interval {
-    interval_at(Instant::now(), period)
+    interval_at(crate::time(), period)
 }
 
 /// Like [`interval`], with the first tick at `start`.
@@ -268,7 +268,7 @@ impl Interval {
     pub async fn tick(&mut self) -> Instant {
         let scheduled = self.next;
         sleep_until(scheduled).await;
-        let now = Instant::now();
+        let now = crate::time();
         self.next = match self.missed {
             MissedTickBehavior::Burst => scheduled + self.period,
             MissedTickBehavior::Delay if now > scheduled + self.period => now + self.period,
@@ -294,6 +294,41 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        self.next = Instant::now() + self.period;
+        self.next = crate::time() + self.period;
     }
+}
+
+/// Moves a paused clock forward by `duration`, then yields so that the timers now due can
+/// fire (tokio's `time::advance`).
+///
+/// # Panics
+///
+/// Outside a runtime, or on a runtime not built with
+/// [`Builder::start_paused(true)`](crate::Builder::start_paused).
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = eddy::Builder::new().workers(1).start_paused(true).build()?;
+/// rt.block_on(async {
+///     let t0 = eddy::time();
+///     eddy::time::advance(Duration::from_secs(60)).await;
+///     assert_eq!(eddy::time() - t0, Duration::from_secs(60));
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub async fn advance(duration: Duration) {
+    let shared = context::current_shared()
+        .unwrap_or_else(|| panic!("no eddy runtime on this thread: time::advance needs one"));
+    assert!(
+        shared.clock.is_paused(),
+        "time::advance needs a runtime built with Builder::start_paused(true)"
+    );
+    shared.clock.advance(duration);
+    for w in shared.workers.iter() {
+        w.notify();
+    }
+    crate::yield_now().await;
 }

@@ -55,6 +55,17 @@ impl Builder {
         crate::task::cell::spawn_named(&shared, future, Location::caller(), self.name)
     }
 
+    /// Spawns `future` on the runtime of `handle`, from any thread, like
+    /// [`RuntimeHandle::spawn`](crate::RuntimeHandle::spawn).
+    #[track_caller]
+    pub fn spawn_on<F>(self, handle: &crate::RuntimeHandle, future: F) -> Task<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        crate::task::cell::spawn_named(handle.shared(), future, Location::caller(), self.name)
+    }
+
     /// Spawns a `!Send` future pinned to the current worker, like
     /// [`eddy::spawn_local`](crate::spawn_local).
     ///

@@ -38,9 +38,8 @@ const MIN_SCHEDULED_FOR_REBUILD: usize = 100;
 /// which keeps every deadline representable as an `Instant` and as `u64` nanoseconds.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Deadline for a delay from now, clamped so that huge delays never overflow.
-pub(crate) fn deadline_after(delay: Duration) -> Instant {
-    let now = Instant::now();
+/// Deadline for a delay from `now`, clamped so that huge delays never overflow.
+pub(crate) fn deadline_from(now: Instant, delay: Duration) -> Instant {
     now.checked_add(delay.min(FAR_FUTURE))
         .unwrap_or(now + Duration::from_secs(365 * 24 * 3600))
 }
@@ -98,6 +97,11 @@ impl TimerQueue {
                 .store(self.nanos(when), Ordering::Release);
         }
         earliest
+    }
+
+    /// The instant at `nanos` on this heap's scale.
+    pub(crate) fn instant_of(&self, nanos: u64) -> Instant {
+        self.epoch + Duration::from_nanos(nanos)
     }
 
     /// The earliest deadline, without taking the lock.
@@ -349,7 +353,7 @@ mod tests {
 
     #[test]
     fn huge_delays_do_not_overflow() {
-        let d = deadline_after(Duration::MAX);
+        let d = deadline_from(Instant::now(), Duration::MAX);
         assert!(d > Instant::now() + Duration::from_secs(3600 * 24 * 365));
         let q = TimerQueue::new(Instant::now());
         assert!(q.nanos(d) < u64::MAX);

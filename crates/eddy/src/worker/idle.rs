@@ -71,6 +71,11 @@ impl Idle {
         Some(index)
     }
 
+    /// True when every worker is parked (the caller included, once it has called `park`).
+    pub(crate) fn all_parked(&self) -> bool {
+        Self::unparked(self.state.load(Ordering::SeqCst)) == 0
+    }
+
     /// A worker wants to search. Refused when half of the workers already do.
     pub(crate) fn try_start_searching(&self) -> bool {
         let s = self.state.load(Ordering::SeqCst);

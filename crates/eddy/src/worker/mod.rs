@@ -29,6 +29,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::Rc;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -129,7 +130,7 @@ impl Worker {
 
         // Phase 2: choose a timeout and wait for IO. Timeout 0 when anything is ready.
         self.take_inbox();
-        let timer_due = next_timer.is_some_and(|t| t <= Instant::now());
+        let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
             self.poll_io_nonblocking();
         } else if !self.rescue_stuck_siblings() && !self.find_work() {
@@ -277,51 +278,39 @@ impl Worker {
     }
 
     /// Sleeps in `Poller::wait` until the earliest of: our next timer, a busy sibling's next
-    /// timer plus the grace period, or a notification.
+    /// timer plus the grace period, a look at busy siblings' IO, or a notification. With a
+    /// paused clock, the last worker to go idle jumps the clock instead (see `clock`).
     fn park(&self, next_timer: Option<Instant>) {
         let slot = self.slot();
         let shared = &*self.shared;
+        let paused = shared.clock.is_paused();
         let was_searching = self.searching.replace(false);
         if shared.idle.park(self.index, was_searching) && shared.has_stealable_work() {
             // We were the last searcher and work arrived meanwhile: make sure someone looks.
             shared.wake_idle();
         }
-        let mut deadline = self.park_deadline(next_timer);
-        slot.park_deadline
-            .store(deadline.max(1), std::sync::atomic::Ordering::SeqCst);
+        let (mut deadline, io_watch) = self.park_deadline(next_timer);
+        slot.park_deadline.store(deadline.max(1), SeqCst);
         // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
         deadline = deadline.min(slot.timers.next_deadline_nanos());
         // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
-        if slot.inbox.is_empty() && shared.injector.is_empty() && !shared.is_closed() {
-            let timeout = if deadline == u64::MAX {
+        let work_arrived =
+            !slot.inbox.is_empty() || !shared.injector.is_empty() || shared.is_closed();
+        let time_jumped = !work_arrived && paused && self.auto_advance();
+        if !work_arrived && !time_jumped {
+            let mut timeout = if paused || deadline == u64::MAX {
                 None
             } else {
-                let now = slot.timers.nanos(Instant::now());
+                let now = slot.timers.nanos(shared.clock.now());
                 Some(Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK))
             };
-            let mut events = self.events.borrow_mut();
-            events.clear();
-            let counters = &slot.counters;
-            counters.parks.add(1);
-            let parked_at = Instant::now();
-            if let Err(e) = slot.poller.wait(&mut events, timeout) {
-                self.report_wait_error(&e);
+            if io_watch {
+                // A busy sibling with IO might get stuck: look at its poller now and then.
+                timeout = Some(timeout.map_or(STUCK_IO_GRACE, |t| t.min(STUCK_IO_GRACE)));
             }
-            counters
-                .parked_ns
-                .add(parked_at.elapsed().as_nanos() as u64);
-            counters.wakeups.add(1);
-            counters.io_events.add(events.len() as u64);
-            let mut fired = Fired::default();
-            slot.reactor.dispatch(&events, &mut fired);
-            drop(events);
-            slot.park_deadline
-                .store(AWAKE, std::sync::atomic::Ordering::SeqCst);
-            slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
-            self.run_fired(fired);
+            self.wait_for_events(timeout);
         }
-        slot.park_deadline
-            .store(AWAKE, std::sync::atomic::Ordering::SeqCst);
+        slot.park_deadline.store(AWAKE, SeqCst);
         if shared.idle.unpark_self(self.index) {
             // Someone woke us on purpose and counted us as searching.
             self.searching.set(true);
@@ -334,34 +323,95 @@ impl Worker {
         }
     }
 
-    /// Our wake-up time in the heaps' nanosecond scale (`u64::MAX`: none).
-    fn park_deadline(&self, next_timer: Option<Instant>) -> u64 {
+    /// Blocks in our poller, then dispatches what it reported.
+    fn wait_for_events(&self, timeout: Option<Duration>) {
         let slot = self.slot();
-        let mut deadline = next_timer.map_or(u64::MAX, |t| slot.timers.nanos(t));
+        let mut events = self.events.borrow_mut();
+        events.clear();
+        let counters = &slot.counters;
+        counters.parks.add(1);
+        let parked_at = Instant::now();
+        if let Err(e) = slot.poller.wait(&mut events, timeout) {
+            self.report_wait_error(&e);
+        }
+        counters
+            .parked_ns
+            .add(parked_at.elapsed().as_nanos() as u64);
+        counters.wakeups.add(1);
+        counters.io_events.add(events.len() as u64);
+        let mut fired = Fired::default();
+        slot.reactor.dispatch(&events, &mut fired);
+        drop(events);
+        slot.park_deadline.store(AWAKE, SeqCst);
+        slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
+        self.run_fired(fired);
+    }
+
+    /// Paused clock: if every worker is idle with nothing queued and no blocking job runs,
+    /// jumps the clock to the earliest timer deadline of any heap and wakes the workers whose
+    /// timers are then due. True if the clock moved (we must not sleep then).
+    fn auto_advance(&self) -> bool {
+        let shared = &*self.shared;
+        let quiet = shared.idle.all_parked()
+            && shared.blocking.busy_threads() == 0
+            && shared.injector.is_empty()
+            && shared
+                .workers
+                .iter()
+                .all(|w| w.inbox.is_empty() && w.stealer.is_empty());
+        if !quiet {
+            return false;
+        }
+        let earliest = shared
+            .workers
+            .iter()
+            .map(|w| w.timers.next_deadline_nanos())
+            .min()
+            .unwrap_or(u64::MAX);
+        if earliest == u64::MAX {
+            return false;
+        }
+        shared
+            .clock
+            .advance_to(self.slot().timers.instant_of(earliest));
+        for (i, w) in shared.workers.iter().enumerate() {
+            if i != self.index && w.timers.next_deadline_nanos() <= earliest {
+                w.notify();
+            }
+        }
+        true
+    }
+
+    /// Our wake-up time in the heaps' nanosecond scale (`u64::MAX`: none; always none with a
+    /// paused clock), and whether a busy sibling has IO we should watch.
+    fn park_deadline(&self, next_timer: Option<Instant>) -> (u64, bool) {
+        let slot = self.slot();
+        let paused = self.shared.clock.is_paused();
+        let mut deadline = match next_timer {
+            Some(t) if !paused => slot.timers.nanos(t),
+            _ => u64::MAX,
+        };
         let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
         let mut io_watch = false;
         for (i, w) in self.shared.workers.iter().enumerate() {
             if i != self.index && !w.is_parked() {
                 let d = w.timers.next_deadline_nanos();
-                if d != u64::MAX {
+                if d != u64::MAX && !paused {
                     deadline = deadline.min(d.saturating_add(grace));
                 }
                 io_watch |= w.reactor.has_sources();
             }
         }
-        if io_watch {
-            // A busy sibling with IO might get stuck: look at its poller now and then.
-            let now = slot.timers.nanos(Instant::now());
-            deadline = deadline.min(now.saturating_add(STUCK_IO_GRACE.as_nanos() as u64));
-        }
-        deadline
+        (deadline, io_watch)
     }
 
     // ----- phase 3: timers ----------------------------------------------------------------
 
     fn fire_due_timers(&self) {
         let mut due = std::mem::take(&mut *self.due.borrow_mut());
-        self.slot().timers.take_due(Instant::now(), &mut due);
+        self.slot()
+            .timers
+            .take_due(self.shared.clock.now(), &mut due);
         self.dispatch_timers(&mut due);
         *self.due.borrow_mut() = due;
     }
@@ -416,7 +466,7 @@ impl Worker {
         if workers.len() == 1 {
             return false;
         }
-        let now = Instant::now();
+        let now = self.shared.clock.now();
         let now_nanos = self.slot().timers.nanos(now);
         let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
         let mut due = std::mem::take(&mut *self.due.borrow_mut());

@@ -1,0 +1,141 @@
+//! The paused clock: with `Builder::start_paused(true)` time stands still and jumps to the
+//! next deadline whenever every worker is idle, with any number of workers, so tests that
+//! would take hours of real time finish in milliseconds.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn paused(workers: usize) -> eddy::Runtime {
+    eddy::Builder::new()
+        .workers(workers)
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+#[test]
+fn hours_of_timers_finish_in_milliseconds_on_several_workers() {
+    let real = Instant::now();
+    let rt = paused(4);
+    let (virtual_elapsed, order) = rt.block_on(async {
+        let t0 = eddy::time();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for (name, h) in [("c", 3u64), ("a", 1), ("b", 2)] {
+            let order = order.clone();
+            eddy::call_later(HOUR * h as u32, move || order.lock().unwrap().push(name));
+        }
+        let sleeper = eddy::spawn(async { eddy::time::sleep(HOUR * 5).await });
+        let mut every = eddy::time::interval(HOUR);
+        for _ in 0..=10 {
+            every.tick().await;
+        }
+        sleeper.await.unwrap();
+        let elapsed = eddy::time() - t0;
+        let order = order.lock().unwrap().clone();
+        (elapsed, order)
+    });
+    assert_eq!(
+        virtual_elapsed,
+        HOUR * 10,
+        "the clock jumped exactly to each deadline"
+    );
+    assert_eq!(order, vec!["a", "b", "c"]);
+    assert!(
+        real.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        real.elapsed()
+    );
+}
+
+#[test]
+fn ten_thousand_sleeps_of_up_to_an_hour_end_on_time() {
+    let real = Instant::now();
+    let rt = paused(2);
+    let early = Arc::new(AtomicUsize::new(0));
+    let e = early.clone();
+    let done = rt.block_on(async move {
+        let tasks: Vec<_> = (0..10_000u64)
+            .map(|i| {
+                let e = e.clone();
+                eddy::spawn(async move {
+                    let d = Duration::from_secs((i * 7919) % 3600);
+                    let start = eddy::time();
+                    eddy::time::sleep(d).await;
+                    if eddy::time() - start < d {
+                        e.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        let n = tasks.len();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        n
+    });
+    assert_eq!(done, 10_000);
+    assert_eq!(early.load(Ordering::SeqCst), 0);
+    assert!(
+        real.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        real.elapsed()
+    );
+}
+
+#[test]
+fn a_day_long_timeout_elapses_at_once() {
+    let real = Instant::now();
+    let rt = paused(2);
+    let res = rt.block_on(eddy::time::timeout(HOUR * 24, std::future::pending::<()>()));
+    assert!(res.is_err());
+    assert!(real.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn advance_moves_the_clock_by_hand() {
+    let rt = paused(1);
+    rt.block_on(async {
+        let t0 = eddy::time();
+        eddy::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(eddy::time() - t0, Duration::from_secs(30));
+        let (tx, rx) = async_channel::bounded(1);
+        eddy::call_later(Duration::from_secs(60), move || tx.try_send(()).unwrap());
+        eddy::time::advance(Duration::from_secs(60)).await;
+        rx.recv().await.unwrap();
+        assert!(eddy::time() - t0 >= Duration::from_secs(90));
+    });
+}
+
+#[test]
+fn the_clock_does_not_move_while_work_is_running() {
+    let rt = paused(2);
+    rt.block_on(async {
+        let t0 = eddy::time();
+        // A busy task keeps one worker awake for 100 ms of real time; a timer an hour out
+        // must not fire meanwhile (not every worker is idle).
+        let busy = eddy::spawn(async {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(100) {
+                eddy::yield_now().await;
+            }
+            eddy::time()
+        });
+        let fired_at = Arc::new(Mutex::new(None));
+        let f = fired_at.clone();
+        eddy::call_later(HOUR, move || *f.lock().unwrap() = Some(eddy::time()));
+        let busy_done = busy.await.unwrap();
+        assert_eq!(busy_done, t0, "no jump while a worker was busy");
+        eddy::time::sleep(HOUR * 2).await;
+        assert_eq!(*fired_at.lock().unwrap(), Some(t0 + HOUR));
+    });
+}
+
+#[test]
+#[should_panic(expected = "start_paused")]
+fn advance_on_a_running_clock_panics() {
+    let rt = eddy::Builder::new().workers(1).build().unwrap();
+    rt.block_on(eddy::time::advance(Duration::from_secs(1)));
+}
