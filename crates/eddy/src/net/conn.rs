@@ -61,6 +61,16 @@ where
         self.0.read_with(|mut s| s.read(buf)).await
     }
 
+    pub(crate) async fn read_exact(&self, mut buf: &mut [u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.read(buf).await? {
+                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+                n => buf = &mut buf[n..],
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) async fn write(&self, buf: &[u8]) -> io::Result<usize> {
         self.0.write_with(|mut s| s.write(buf)).await
     }
@@ -97,6 +107,57 @@ where
             r => r,
         })
     }
+}
+
+/// The async read/write methods every stream type has; expands inside its `impl` block
+/// (the type needs a `conn: Conn<_>` field).
+macro_rules! stream_io_methods {
+    () => {
+        /// Reads into `buf`; `Ok(0)` means the peer closed its write side.
+        ///
+        /// # Errors
+        ///
+        /// The socket error, for example `ConnectionReset`.
+        pub async fn read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.conn.read(buf).await
+        }
+
+        /// Reads exactly `buf.len()` bytes.
+        ///
+        /// # Errors
+        ///
+        /// `UnexpectedEof` if the peer closes first, or the socket error.
+        pub async fn read_exact(&self, buf: &mut [u8]) -> std::io::Result<()> {
+            self.conn.read_exact(buf).await
+        }
+
+        /// Writes some of `buf`; returns how much.
+        ///
+        /// # Errors
+        ///
+        /// The socket error, for example `BrokenPipe`.
+        pub async fn write(&self, buf: &[u8]) -> std::io::Result<usize> {
+            self.conn.write(buf).await
+        }
+
+        /// Writes all of `buf`.
+        ///
+        /// # Errors
+        ///
+        /// The socket error.
+        pub async fn write_all(&self, buf: &[u8]) -> std::io::Result<()> {
+            self.conn.write_all(buf).await
+        }
+
+        /// Shuts down the read side, the write side (sends FIN) or both.
+        ///
+        /// # Errors
+        ///
+        /// The `shutdown` error.
+        pub fn shutdown(&self, how: std::net::Shutdown) -> std::io::Result<()> {
+            self.conn.shutdown(how)
+        }
+    };
 }
 
 /// Implements the async read traits for `$ty` (and `&$ty`), whose `conn()` gives a `Conn`.
@@ -273,4 +334,4 @@ macro_rules! owned_halves {
     };
 }
 
-pub(crate) use {impl_async_read, impl_async_write, owned_halves};
+pub(crate) use {impl_async_read, impl_async_write, owned_halves, stream_io_methods};

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::io;
-use std::net::Shutdown;
 use std::os::unix::net::{self as std_unix, SocketAddr};
 use std::path::Path;
 
@@ -161,56 +160,7 @@ impl UnixStream {
         &self.conn
     }
 
-    /// Reads into `buf`; `Ok(0)` means the peer closed its write side.
-    ///
-    /// # Errors
-    ///
-    /// The socket error.
-    pub async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.conn.read(buf).await
-    }
-
-    /// Reads exactly `buf.len()` bytes.
-    ///
-    /// # Errors
-    ///
-    /// `UnexpectedEof` if the peer closes first, or the socket error.
-    pub async fn read_exact(&self, mut buf: &mut [u8]) -> io::Result<()> {
-        while !buf.is_empty() {
-            match self.conn.read(buf).await? {
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                n => buf = &mut buf[n..],
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes some of `buf`; returns how much.
-    ///
-    /// # Errors
-    ///
-    /// The socket error.
-    pub async fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.conn.write(buf).await
-    }
-
-    /// Writes all of `buf`.
-    ///
-    /// # Errors
-    ///
-    /// The socket error.
-    pub async fn write_all(&self, buf: &[u8]) -> io::Result<()> {
-        self.conn.write_all(buf).await
-    }
-
-    /// Shuts down the read side, the write side or both.
-    ///
-    /// # Errors
-    ///
-    /// The `shutdown` error.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.conn.shutdown(how)
-    }
+    crate::net::conn::stream_io_methods!();
 
     /// The local address.
     ///
