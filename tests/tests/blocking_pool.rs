@@ -118,3 +118,20 @@ fn zero_blocking_threads_is_invalid() {
         .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 }
+
+#[test]
+fn blocking_jobs_can_use_the_runtime() {
+    let rt = eddy::Builder::new().workers(1).build().unwrap();
+    let v = rt.block_on(async {
+        eddy::spawn_blocking(|| {
+            let t = eddy::spawn(async { 7 });
+            eddy::RuntimeHandle::current();
+            t
+        })
+        .await
+        .unwrap()
+        .await
+        .unwrap()
+    });
+    assert_eq!(v, 7);
+}

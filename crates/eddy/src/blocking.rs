@@ -109,6 +109,9 @@ impl BlockingPool {
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-blocking-{id}", pool.thread_name))
                 .spawn(move || {
+                    // Blocking jobs belong to the runtime: `eddy::spawn`, `call_soon`,
+                    // `eddy::time()` work inside them, as inside `block_on`.
+                    let _guest = crate::context::enter_guest(shared2.clone());
                     let pool = &shared2.blocking;
                     pool.hooks.wrap(|| pool.run_thread());
                 });

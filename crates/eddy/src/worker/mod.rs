@@ -3,14 +3,16 @@
 //! Each worker repeats asyncio's `_run_once` (see [`Worker::run_once`]):
 //!
 //! 1. **Tidy the timer heap** (asyncio's rebuild-or-pop rule, in `timer`).
-//! 2. **Choose a timeout and wait.** If something is ready (or a timer is due) there is no
-//!    wait at all. Otherwise the worker first fires timers that a stuck sibling left late,
-//!    then searches (steal a batch from a random sibling, then from the global injector),
-//!    and only then parks in `Poller::wait` until its earliest timer, a notification, or a
-//!    busy sibling's earliest timer plus a grace period (so that a sibling stuck in a long
-//!    callback gets its timers fired here; see `shared::STUCK_TIMER_GRACE`).
-//!    There is no IO source yet, so nothing is polled while work is ready: a zero-timeout
-//!    `wait` costs ~1.3 µs and would be pure overhead (the IO issue adds the reactor here).
+//! 2. **Choose a timeout and wait for IO.** If something is ready (or a timer is due) the
+//!    timeout is zero: the worker harvests IO only if it has sources and `poll(2)` on its
+//!    epoll fd says events wait (a zero-timeout `Poller::wait` costs ~1.3 µs, see
+//!    `reactor`). Otherwise the worker first serves siblings stuck in a long job (their late
+//!    timers, their stranded IO), then searches (steal a batch from a random sibling, then
+//!    from the global injector), and only then parks in `Poller::wait` until its earliest
+//!    timer, a notification, IO, a busy sibling's earliest timer plus a grace period, or a
+//!    periodic look at a busy sibling's IO (`shared::STUCK_TIMER_GRACE`,
+//!    `reactor::STUCK_IO_GRACE`). With a paused clock the last worker to go idle jumps the
+//!    clock instead of sleeping (`clock`).
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
 //! 4. **Run exactly the jobs that were ready** when the phase began. What they schedule runs
 //!    next cycle, so one task that re-wakes itself cannot starve IO, timers or other tasks.
@@ -21,7 +23,8 @@
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
 //!   `pinned`; siblings steal from `ready` through its `Stealer` and never see `pinned`.
 //! * `searching` mirrors this worker's share of the `Idle` searching count.
-//! * A job is always run inside `catch_unwind`: no user panic unwinds through this loop.
+//! * No user panic unwinds through this loop: callbacks run inside `catch_unwind`, and task
+//!   cells contain panics of `poll` and of the future's destructor themselves.
 
 pub(crate) mod idle;
 
