@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Prints a markdown table of criterion's median times for eddy, tokio and smol.
+
+Usage: table.py RUN_DIR... -- WORKLOAD...
+
+Each RUN_DIR holds one run of the suite as RUN_DIR/<workload>/<runtime>.json (criterion's
+estimates.json, copied by run.py) or criterion's own layout
+RUN_DIR/<workload>/<runtime>/new/estimates.json (pass target/criterion for the last run).
+
+With one run, a cell is that run's median time per iteration with its median absolute
+deviation. With several runs, a cell is the median of the runs' medians followed by the
+range [lowest, highest]; the ratio columns are the median of the per-run ratios (each ratio
+compares two runtimes measured in the same process run) followed by their range.
+"""
+
+import json
+import os
+import statistics
+import sys
+
+RUNTIMES = ["eddy", "tokio", "smol"]
+
+
+def fmt_time(ns):
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.1f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def load(run_dir, workload, runtime):
+    for path in (
+        os.path.join(run_dir, workload, runtime + ".json"),
+        os.path.join(run_dir, workload, runtime, "new", "estimates.json"),
+    ):
+        if os.path.exists(path):
+            with open(path) as f:
+                est = json.load(f)
+            return est["median"]["point_estimate"], est["median_abs_dev"]["point_estimate"]
+    return None
+
+
+def main():
+    args = sys.argv[1:]
+    split = args.index("--")
+    runs, workloads = args[:split], args[split + 1 :]
+    many = len(runs) > 1
+    print(f"| workload | eddy | tokio | smol | eddy/tokio | eddy/smol |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for w in workloads:
+        per_run = [{rt: load(r, w, rt) for rt in RUNTIMES} for r in runs]
+        cells = []
+        for rt in RUNTIMES:
+            got = [run[rt] for run in per_run if run[rt] is not None]
+            if not got:
+                cells.append("n/a")
+            elif not many:
+                median, mad = got[0]
+                cells.append(f"{fmt_time(median)} (±{100 * mad / median:.0f}%)")
+            else:
+                meds = [m for m, _ in got]
+                cells.append(
+                    f"{fmt_time(statistics.median(meds))} "
+                    f"[{fmt_time(min(meds))}–{fmt_time(max(meds))}]"
+                )
+        for other in ("tokio", "smol"):
+            ratios = [
+                run["eddy"][0] / run[other][0]
+                for run in per_run
+                if run["eddy"] is not None and run[other] is not None
+            ]
+            if not ratios:
+                cells.append("n/a")
+            elif not many:
+                cells.append(f"{ratios[0]:.2f}")
+            else:
+                cells.append(
+                    f"**{statistics.median(ratios):.2f}** [{min(ratios):.2f}–{max(ratios):.2f}]"
+                )
+        print(f"| {w} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
