@@ -176,3 +176,29 @@ fn stuck_after_direct_wake(how: WakeBy) {
         drop(anchors);
     });
 }
+
+/// A single task queued on a worker that then blocks for 500 ms is stolen by the parked
+/// sibling (which keeps a watch on busy siblings) long before the block ends.
+#[test]
+fn a_task_queued_behind_a_stuck_worker_is_stolen() {
+    let rt = Builder::new().workers(2).build().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    rt.handle()
+        .call_soon_threadsafe(move || {
+            let start = Instant::now();
+            let tx2 = tx.clone();
+            drop(eddy::spawn(async move {
+                tx2.send(("task ran", start.elapsed())).unwrap();
+            }));
+            std::thread::sleep(Duration::from_millis(500));
+            tx.send(("callback ended", start.elapsed())).unwrap();
+        })
+        .unwrap();
+    let (first, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(first, "task ran");
+    assert!(at < Duration::from_millis(150), "the task waited {at:?}");
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap().0,
+        "callback ended"
+    );
+}

@@ -183,6 +183,32 @@ impl<T: AsFd> Async<T> {
         self.poll_with(Direction::Write, cx, &mut op)
     }
 
+    /// A stream write of `len` bytes: as `poll_with`, and a short write (`0 < n < len`)
+    /// forgets the readiness it acted on, because the socket's send buffer is full and the
+    /// next attempt would only return `WouldBlock`. That saves a system call per backlog
+    /// episode; the edge raised when the buffer drains (or an error) moves the tick, so it is
+    /// not lost. (Reads cannot do the same: see `net::conn`.)
+    pub(crate) fn poll_short_write(
+        &self,
+        cx: &mut Context<'_>,
+        len: usize,
+        op: &mut impl FnMut(&T) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            let event = ready!(self.source.poll_ready(Direction::Write, cx));
+            match op(self.get_ref()) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.source.clear_ready(Direction::Write, event);
+                }
+                Ok(n) if n > 0 && n < len => {
+                    self.source.clear_ready(Direction::Write, event);
+                    return Poll::Ready(Ok(n));
+                }
+                res => return Poll::Ready(res),
+            }
+        }
+    }
+
     fn poll_with<R>(
         &self,
         dir: Direction,

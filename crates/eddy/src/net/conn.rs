@@ -58,7 +58,7 @@ where
     }
 
     pub(crate) async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.read_with(|mut s| s.read(buf)).await
+        std::future::poll_fn(|cx| self.poll_read(cx, buf)).await
     }
 
     pub(crate) async fn read_exact(&self, mut buf: &mut [u8]) -> io::Result<()> {
@@ -72,7 +72,7 @@ where
     }
 
     pub(crate) async fn write(&self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write_with(|mut s| s.write(buf)).await
+        std::future::poll_fn(|cx| self.poll_write(cx, buf)).await
     }
 
     pub(crate) async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
@@ -94,11 +94,15 @@ where
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
+        // Reads go until `WouldBlock`: a short read does not prove the next one would block,
+        // because a FIN that arrived with the data raises no further edge (`polling` does
+        // not register `EPOLLRDHUP`), and forgetting readiness here would hide the EOF.
         self.0.poll_read_with(cx, |mut s| s.read(buf))
     }
 
     pub(crate) fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.0.poll_write_with(cx, |mut s| s.write(buf))
+        self.0
+            .poll_short_write(cx, buf.len(), &mut |mut s: &S| s.write(buf))
     }
 
     pub(crate) fn poll_shutdown(&self) -> Poll<io::Result<()>> {

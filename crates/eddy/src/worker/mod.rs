@@ -50,6 +50,10 @@ use crate::timer::TimerAction;
 /// Jobs between two looks at the global injector (a prime, as in Go and tokio).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 
+/// How long a parked worker sleeps at most while a sibling is busy, so that work queued on
+/// a sibling stuck in a long job is stolen within about this long.
+const BUSY_SIBLING_WATCH: Duration = Duration::from_millis(10);
+
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
 
@@ -107,7 +111,10 @@ impl Worker {
     #[inline]
     pub(crate) fn push_local(&self, job: Job) {
         self.ready.push(job);
-        if self.shared.idle.should_wake() {
+        // One job is this worker's own next step (a woken partner, an IO wake-up); waking a
+        // sibling to steal it would only add a cross-CPU round trip (~100 µs here). Surplus
+        // work, two jobs or more, is worth a sibling.
+        if self.ready.len() > 1 && self.shared.idle.should_wake() {
             self.shared.wake_idle();
         }
     }
@@ -265,8 +272,11 @@ impl Worker {
     }
 
     fn stop_searching(&self) {
-        if self.searching.replace(false) && self.shared.idle.stop_searching() {
-            // The last searcher found work: where there was some, there may be more.
+        if self.searching.replace(false)
+            && self.shared.idle.stop_searching()
+            && (self.ready.len() > 1 || !self.shared.injector.is_empty())
+        {
+            // The last searcher found more work than it can start at once: wake another.
             self.shared.wake_idle();
         }
     }
@@ -319,10 +329,13 @@ impl Worker {
             self.searching.set(true);
         }
         // We are awake and may now run for a long time. A sibling that parked while we were
-        // parked left our heap out of its deadline: have it look again.
-        let next = slot.timers.next_deadline_nanos();
-        if next != u64::MAX {
-            shared.alert_sleeping_siblings(self.index, next);
+        // parked may sleep with no deadline at all: have it look again, so that it keeps the
+        // busy-sibling watch (`park_deadline`) over our queue, timers and IO.
+        if !shared.clock.is_paused() {
+            let now = slot.timers.nanos(Instant::now());
+            let watch = now.saturating_add(BUSY_SIBLING_WATCH.as_nanos() as u64);
+            let next = slot.timers.next_deadline_nanos();
+            shared.alert_sleeping_siblings(self.index, next.min(watch));
         }
     }
 
@@ -396,14 +409,22 @@ impl Worker {
         };
         let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
         let mut io_watch = false;
+        let mut busy_sibling = false;
         for (i, w) in self.shared.workers.iter().enumerate() {
             if i != self.index && !w.is_parked() {
+                busy_sibling = true;
                 let d = w.timers.next_deadline_nanos();
                 if d != u64::MAX && !paused {
                     deadline = deadline.min(d.saturating_add(grace));
                 }
                 io_watch |= w.reactor.has_sources();
             }
+        }
+        if busy_sibling && !paused {
+            // A busy sibling may be stuck in a long job with work queued behind it that no
+            // one was woken to steal (`push_local` does not wake anyone for a single job).
+            let now = slot.timers.nanos(Instant::now());
+            deadline = deadline.min(now.saturating_add(BUSY_SIBLING_WATCH.as_nanos() as u64));
         }
         (deadline, io_watch)
     }
@@ -549,8 +570,8 @@ impl Worker {
                     (meta.id, meta.location)
                 };
                 // The task cell contains panics of `poll` and of the future's destructor.
-                runnable.run();
                 self.slot().counters.tasks_polled.add(1);
+                runnable.run();
                 if let Some(start) = start {
                     self.report_if_slow(start, "task", location, Some(id));
                 }
