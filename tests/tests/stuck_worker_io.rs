@@ -1,6 +1,7 @@
 //! IO of a stuck worker: data arriving on a socket registered on a worker that is busy in a
 //! 500 ms callback is read by a sibling long before the callback ends.
 
+use std::future::Future;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,14 @@ fn a_sibling_serves_the_io_of_a_stuck_worker() {
             // block this worker for 500 ms.
             let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
             let ours = UnixStream::from_std(ours).unwrap();
+            // Register the socket with *this* worker's poller (IO objects register on first
+            // use): poll one read attempt here, with a waker that does nothing.
+            {
+                let mut probe = [0u8; 1];
+                let mut first = std::pin::pin!(ours.read(&mut probe));
+                let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+                assert!(first.as_mut().poll(&mut cx).is_pending());
+            }
             let tx2 = tx.clone();
             drop(eddy::spawn(async move {
                 let mut buf = [0u8; 4];

@@ -119,7 +119,7 @@ pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
     CURRENT.with(|c| match &*c.borrow() {
         Some(Current::Worker(w))
             if Arc::ptr_eq(w.shared(), &runnable.metadata().shared)
-                && runnable.metadata().owner == Some(w.index() as u32) =>
+                && runnable.metadata().owner() == Some(w.index() as u32) =>
         {
             w.push_pinned(runnable);
             None

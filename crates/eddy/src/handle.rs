@@ -238,7 +238,7 @@ impl RuntimeHandle {
 
     /// Every live task; see [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).
     pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
-        self.shared.registry.dump(Instant::now())
+        self.shared.registry.dump()
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

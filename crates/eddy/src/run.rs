@@ -130,7 +130,7 @@ impl Runtime {
         while shared.registry.len() > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
-        for task in shared.registry.dump(Instant::now()) {
+        for task in shared.registry.dump() {
             let ctx = ExceptionContext::new("Task was destroyed but it is pending!")
                 .with_task(task.id)
                 .with_location(task.location);

@@ -126,7 +126,7 @@ impl Runtime {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
-        self.shared.registry.dump(Instant::now())
+        self.shared.registry.dump()
     }
 
     /// A snapshot of the runtime's queues and timer heaps.

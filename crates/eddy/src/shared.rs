@@ -250,7 +250,7 @@ impl Shared {
         let shared = runnable.metadata().shared.clone();
         let owner = runnable
             .metadata()
-            .owner
+            .owner()
             .expect("pinned task without owner");
         let slot = &shared.workers[owner as usize];
         if slot.exited.load(Ordering::SeqCst) {

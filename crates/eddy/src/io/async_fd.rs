@@ -5,8 +5,10 @@ use std::future::poll_fn;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{ready, Context, Poll};
+
+use parking_lot::Mutex;
 
 use crate::context;
 use crate::reactor::{Direction, Source};
@@ -14,10 +16,11 @@ use crate::shared::Shared;
 
 /// An IO object registered with the reactor of an eddy worker.
 ///
-/// Creating it puts the fd in non-blocking mode and registers it (edge-triggered) with the
-/// poller of the current worker (a `block_on` thread uses a worker chosen round-robin), so
-/// its readiness events are harvested by that worker's loop, or by a sibling if that worker
-/// is stuck. Dropping it deregisters the fd before the inner object closes it.
+/// Creating it puts the fd in non-blocking mode. Its first operation registers it
+/// (edge-triggered) with the poller of the worker running that operation (a `block_on`
+/// thread uses a worker chosen round-robin), so its readiness events are harvested by that
+/// worker's loop, or by a sibling if that worker is stuck. Dropping it deregisters the fd
+/// before the inner object closes it.
 ///
 /// # Examples
 ///
@@ -38,7 +41,10 @@ use crate::shared::Shared;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub struct Async<T: AsFd> {
-    source: Arc<Source>,
+    /// Set by the first operation (see `source`).
+    source: OnceLock<Arc<Source>>,
+    /// Serialises that first registration between the two halves of a split stream.
+    registering: Mutex<()>,
     shared: Arc<Shared>,
     io: Option<T>,
 }
@@ -46,19 +52,23 @@ pub struct Async<T: AsFd> {
 impl<T: AsFd> fmt::Debug for Async<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Async")
-            .field("fd", &self.source.fd)
-            .field("worker", &self.source.worker)
+            .field("fd", &self.as_raw_fd())
+            .field("worker", &self.source.get().map(|s| s.worker))
             .finish()
     }
 }
 
 impl<T: AsFd> Async<T> {
-    /// Puts `io` in non-blocking mode and registers it with the current worker's reactor.
+    /// Puts `io` in non-blocking mode and ties it to the current runtime.
+    ///
+    /// The fd is registered with a poller lazily, by its first operation, on the worker that
+    /// runs that operation: a connection accepted on one worker and handled by a task that a
+    /// sibling stole is then served by that sibling's loop, so task and IO stay together.
     ///
     /// # Errors
     ///
-    /// An error if this thread belongs to no eddy runtime, or if `fcntl` or the poller's
-    /// `epoll_ctl` fails.
+    /// An error if this thread belongs to no eddy runtime, or if `fcntl` fails. Errors of the
+    /// registration itself (`epoll_ctl`) come from the first operation.
     pub fn new(io: T) -> io::Result<Async<T>> {
         set_nonblocking(io.as_fd())?;
         Self::register(io)
@@ -87,19 +97,30 @@ impl<T: AsFd> Async<T> {
                 "no eddy runtime on this thread: IO objects must be created inside a runtime",
             )
         })?;
-        let worker = context::home_worker(&shared);
-        let slot = &shared.workers[worker];
-        let source = slot.reactor.register(&slot.poller, worker, io.as_fd())?;
-        if slot.is_parked() {
-            // The owner sleeps in a wait that now also covers this fd; nothing to do. Its
-            // siblings, though, may be sleeping without the stuck-IO watch: let the owner's
-            // next wake-up recompute everything as usual.
-        }
         Ok(Async {
-            source,
+            source: OnceLock::new(),
+            registering: Mutex::new(()),
             shared,
             io: Some(io),
         })
+    }
+
+    /// The registration, made on first use with the poller of the worker that uses it (a
+    /// worker chosen round-robin for other threads).
+    fn source(&self) -> io::Result<&Arc<Source>> {
+        if let Some(s) = self.source.get() {
+            return Ok(s);
+        }
+        let _one_at_a_time = self.registering.lock();
+        if let Some(s) = self.source.get() {
+            return Ok(s);
+        }
+        let worker = context::home_worker(&self.shared);
+        let slot = &self.shared.workers[worker];
+        let source = slot
+            .reactor
+            .register(&slot.poller, worker, self.get_ref().as_fd())?;
+        Ok(self.source.get_or_init(|| source))
     }
 
     /// The inner IO object.
@@ -119,8 +140,13 @@ impl<T: AsFd> Async<T> {
     }
 
     fn deregister(&self) -> io::Result<()> {
-        let slot = &self.shared.workers[self.source.worker];
-        slot.reactor.deregister(&slot.poller, &self.source)
+        match self.source.get() {
+            Some(source) => {
+                let slot = &self.shared.workers[source.worker];
+                slot.reactor.deregister(&slot.poller, source)
+            }
+            None => Ok(()),
+        }
     }
 
     /// Waits until the fd is readable (or was, and no operation has since said otherwise).
@@ -135,7 +161,7 @@ impl<T: AsFd> Async<T> {
 
     /// Waits for a non-blocking `connect` on this socket to finish, and returns its result.
     pub(crate) async fn connected(&self) -> io::Result<()> {
-        self.source.unset_initial_ready(Direction::Write);
+        self.source()?.unset_initial_ready(Direction::Write);
         self.writable().await?;
         match socket2::SockRef::from(&self.get_ref().as_fd()).take_error()? {
             Some(e) => Err(e),
@@ -145,12 +171,16 @@ impl<T: AsFd> Async<T> {
 
     /// Poll form of [`readable`](Async::readable).
     pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.source.poll_ready(Direction::Read, cx).map(|_| Ok(()))
+        self.source()?
+            .poll_ready(Direction::Read, cx)
+            .map(|_| Ok(()))
     }
 
     /// Poll form of [`writable`](Async::writable).
     pub fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.source.poll_ready(Direction::Write, cx).map(|_| Ok(()))
+        self.source()?
+            .poll_ready(Direction::Write, cx)
+            .map(|_| Ok(()))
     }
 
     /// Runs the non-blocking read-side operation `op` until it does not return
@@ -194,14 +224,15 @@ impl<T: AsFd> Async<T> {
         len: usize,
         op: &mut impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
+        let source = self.source()?;
         loop {
-            let event = ready!(self.source.poll_ready(Direction::Write, cx));
+            let event = ready!(source.poll_ready(Direction::Write, cx));
             match op(self.get_ref()) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.source.clear_ready(Direction::Write, event);
+                    source.clear_ready(Direction::Write, event);
                 }
                 Ok(n) if n > 0 && n < len => {
-                    self.source.clear_ready(Direction::Write, event);
+                    source.clear_ready(Direction::Write, event);
                     return Poll::Ready(Ok(n));
                 }
                 res => return Poll::Ready(res),
@@ -215,11 +246,12 @@ impl<T: AsFd> Async<T> {
         cx: &mut Context<'_>,
         op: &mut impl FnMut(&T) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
+        let source = self.source()?;
         loop {
-            let event = ready!(self.source.poll_ready(dir, cx));
+            let event = ready!(source.poll_ready(dir, cx));
             match op(self.get_ref()) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.source.clear_ready(dir, event);
+                    source.clear_ready(dir, event);
                 }
                 res => return Poll::Ready(res),
             }
@@ -235,7 +267,7 @@ impl<T: AsFd> AsFd for Async<T> {
 
 impl<T: AsFd> AsRawFd for Async<T> {
     fn as_raw_fd(&self) -> RawFd {
-        self.source.fd
+        self.get_ref().as_fd().as_raw_fd()
     }
 }
 

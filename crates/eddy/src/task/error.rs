@@ -46,7 +46,7 @@ impl fmt::Display for TaskError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TaskError::Cancelled => f.write_str("task was cancelled"),
-            TaskError::Panicked(p) => write!(f, "{} panicked: {}", p.task_id, p.message),
+            TaskError::Panicked(p) => write!(f, "{} panicked: {}", p.task_id(), p.message()),
         }
     }
 }
@@ -58,7 +58,10 @@ impl Error for TaskError {}
 /// If nobody retrieves it (the [`Task`](crate::Task) was dropped, or dropped before it was
 /// awaited), dropping this value reports "Task exception was never retrieved" to the
 /// runtime's exception handler, as asyncio does for an exception nobody looked at.
-pub struct TaskPanic {
+pub struct TaskPanic(Box<PanicInfo>);
+
+/// Boxed so that every task's output slot (`Result<T, TaskError>`) stays small.
+struct PanicInfo {
     message: String,
     task_id: TaskId,
     location: &'static Location<'static>,
@@ -73,52 +76,52 @@ impl TaskPanic {
         location: &'static Location<'static>,
         handler: ExceptionHandler,
     ) -> Self {
-        TaskPanic {
+        TaskPanic(Box::new(PanicInfo {
             message: panic_message(payload),
             task_id,
             location,
             unretrieved: Some(handler),
-        }
+        }))
     }
 
     /// Marks the panic as seen by its awaiter: no report on drop.
     pub(crate) fn retrieve(&mut self) {
-        self.unretrieved = None;
+        self.0.unretrieved = None;
     }
 
     /// The panic's message (`"Box<dyn Any>"` for payloads that are not strings).
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// The task that panicked.
     pub fn task_id(&self) -> TaskId {
-        self.task_id
+        self.0.task_id
     }
 
     /// Where the task was spawned.
     pub fn location(&self) -> &'static Location<'static> {
-        self.location
+        self.0.location
     }
 }
 
 impl fmt::Debug for TaskPanic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskPanic")
-            .field("message", &self.message)
-            .field("task_id", &self.task_id)
-            .field("location", &self.location)
+            .field("message", &self.0.message)
+            .field("task_id", &self.0.task_id)
+            .field("location", &self.0.location)
             .finish()
     }
 }
 
 impl Drop for TaskPanic {
     fn drop(&mut self) {
-        if let Some(handler) = self.unretrieved.take() {
+        if let Some(handler) = self.0.unretrieved.take() {
             let ctx = ExceptionContext::new("Task exception was never retrieved")
-                .with_panic_text(std::mem::take(&mut self.message))
-                .with_task(self.task_id)
-                .with_location(self.location);
+                .with_panic_text(std::mem::take(&mut self.0.message))
+                .with_task(self.0.task_id)
+                .with_location(self.0.location);
             handler.call(&ctx);
         }
     }

@@ -33,9 +33,9 @@ mod yield_now;
 
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 pub use builder::Builder;
 pub use dump::{TaskInfo, TaskState};
@@ -77,22 +77,42 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Our header inside each `async-task` allocation.
+/// Our header inside each `async-task` allocation. Kept small (56 bytes): it is paid by every
+/// task, and memory per pending task is one of the figures eddy is measured by.
 pub(crate) struct TaskMeta {
+    pub(crate) shared: Arc<Shared>,
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
-    /// `Some(worker)` for pinned (`spawn_local`) tasks.
-    pub(crate) owner: Option<u32>,
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) name: Option<Box<str>>,
-    spawned_at: Instant,
-    /// A `TaskState` as `u8`; written by the schedule function and by the poller.
-    state: AtomicU8,
+    /// Only named tasks pay for the name: a thin pointer, `None` otherwise (a `String`
+    /// or `Box<str>` here would cost every task 16-24 bytes).
+    #[allow(clippy::box_collection)]
+    name: Option<Box<String>>,
+    /// `coarse_now()` at spawn time, for the age in dumps.
+    spawned_at: u64,
+    /// Where the registry keeps this task; `registry::UNREGISTERED` once it left.
+    slot: AtomicU32,
     /// Polls so far; only the poller writes it.
     polls: AtomicU32,
+    /// The worker a pinned (`spawn_local`) task belongs to, or `NOT_PINNED`.
+    owner: u32,
+    /// A `TaskState` as `u8`; written by the schedule function and by the poller.
+    state: AtomicU8,
     cancelled: AtomicBool,
-    /// Where the registry keeps this task; `registry::UNREGISTERED` once it left.
-    slot: AtomicU64,
+}
+
+const NOT_PINNED: u32 = u32::MAX;
+
+/// A cheap monotonic reading in nanoseconds (`CLOCK_MONOTONIC_COARSE`: a few ns per call,
+/// a few ms of resolution), for task ages, where a full clock read per spawn showed up in
+/// profiles.
+pub(crate) fn coarse_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
 }
 
 impl TaskMeta {
@@ -104,16 +124,22 @@ impl TaskMeta {
     ) -> Self {
         TaskMeta {
             id: TaskId(shared.next_task_id()),
-            location,
-            owner,
             shared,
-            name: name.map(String::into_boxed_str),
-            spawned_at: Instant::now(),
-            state: AtomicU8::new(TaskState::SCHEDULED),
+            location,
+            name: name.map(Box::new),
+            spawned_at: coarse_now(),
+            slot: AtomicU32::new(registry::UNREGISTERED),
             polls: AtomicU32::new(0),
+            owner: owner.unwrap_or(NOT_PINNED),
+            state: AtomicU8::new(TaskState::SCHEDULED),
             cancelled: AtomicBool::new(false),
-            slot: AtomicU64::new(registry::UNREGISTERED),
         }
+    }
+
+    /// The worker a pinned task belongs to.
+    #[inline]
+    pub(crate) fn owner(&self) -> Option<u32> {
+        (self.owner != NOT_PINNED).then_some(self.owner)
     }
 
     /// True when the task must stop at its next scheduling point: it was cancelled, or the
@@ -124,7 +150,7 @@ impl TaskMeta {
     }
 
     /// Records where the registry keeps this task.
-    pub(crate) fn publish_slot(&self, slot: u64) {
+    pub(crate) fn publish_slot(&self, slot: u32) {
         self.slot.store(slot, Ordering::SeqCst);
     }
 
@@ -164,14 +190,14 @@ impl TaskMeta {
     }
 
     /// This task's line in a dump.
-    pub(crate) fn info(&self, now: Instant) -> TaskInfo {
+    pub(crate) fn info(&self, now: u64) -> TaskInfo {
         TaskInfo {
             id: self.id,
-            name: self.name.as_deref().map(String::from),
+            name: self.name.as_deref().cloned(),
             location: self.location,
             state: TaskState::from_u8(self.state.load(Ordering::Relaxed)),
             polls: self.polls.load(Ordering::Relaxed),
-            age: now.saturating_duration_since(self.spawned_at),
+            age: Duration::from_nanos(now.saturating_sub(self.spawned_at)),
         }
     }
 }
@@ -181,7 +207,7 @@ impl fmt::Debug for TaskMeta {
         f.debug_struct("TaskMeta")
             .field("id", &self.id)
             .field("location", &self.location)
-            .field("owner", &self.owner)
+            .field("owner", &self.owner())
             .finish()
     }
 }

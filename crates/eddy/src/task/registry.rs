@@ -17,7 +17,6 @@
 
 use std::ptr::NonNull;
 use std::task::Waker;
-use std::time::Instant;
 
 use parking_lot::Mutex;
 use slab::Slab;
@@ -26,7 +25,7 @@ use crate::task::dump::TaskInfo;
 use crate::task::{TaskId, TaskMeta};
 
 /// `slot` value of a task that is not registered.
-pub(crate) const UNREGISTERED: u64 = u64::MAX;
+pub(crate) const UNREGISTERED: u32 = u32::MAX;
 
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
@@ -70,7 +69,7 @@ impl TaskRegistry {
         }
     }
 
-    fn split(slot: u64) -> (usize, usize) {
+    fn split(slot: u32) -> (usize, usize) {
         (
             (slot as usize) & (SHARDS - 1),
             (slot >> SHARD_BITS) as usize,
@@ -78,17 +77,19 @@ impl TaskRegistry {
     }
 
     /// Registers a freshly spawned task; returns its slot.
-    pub(crate) fn register(&self, meta: &TaskMeta, waker: Waker) -> u64 {
+    pub(crate) fn register(&self, meta: &TaskMeta, waker: Waker) -> u32 {
         let shard = (meta.id.as_u64() as usize) & (SHARDS - 1);
         let key = self.shards[shard].lock().insert(Entry {
             waker,
             meta: MetaPtr(NonNull::from(meta)),
         });
-        ((key as u64) << SHARD_BITS) | shard as u64
+        // 26 bits of key per shard: 64 Mi live tasks per shard before the slot overflows.
+        assert!(key < (1 << (32 - SHARD_BITS)) - 1, "too many live tasks");
+        ((key as u32) << SHARD_BITS) | shard as u32
     }
 
     /// Removes a task's entry, if it is still there.
-    pub(crate) fn unregister(&self, slot: u64, id: TaskId) {
+    pub(crate) fn unregister(&self, slot: u32, id: TaskId) {
         let (shard, key) = Self::split(slot);
         let removed = {
             let mut s = self.shards[shard].lock();
@@ -102,7 +103,7 @@ impl TaskRegistry {
     }
 
     /// Wakes a registered task (used by `cancel`).
-    pub(crate) fn wake(&self, slot: u64, id: TaskId) {
+    pub(crate) fn wake(&self, slot: u32, id: TaskId) {
         let (shard, key) = Self::split(slot);
         let waker = match self.shards[shard].lock().get(key) {
             Some(e) if e.meta().id == id => Some(e.waker.clone()),
@@ -121,7 +122,7 @@ impl TaskRegistry {
             let mut s = shard.lock();
             let keys: Vec<usize> = s
                 .iter()
-                .filter(|(_, e)| e.meta().owner == owner)
+                .filter(|(_, e)| e.meta().owner() == owner)
                 .map(|(k, _)| k)
                 .collect();
             out.extend(keys.into_iter().map(|k| s.remove(k).waker));
@@ -139,7 +140,8 @@ impl TaskRegistry {
     }
 
     /// A description of every live task. Each shard is locked only while it is read.
-    pub(crate) fn dump(&self, now: Instant) -> Vec<TaskInfo> {
+    pub(crate) fn dump(&self) -> Vec<TaskInfo> {
+        let now = crate::task::coarse_now();
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             out.extend(shard.lock().iter().map(|(_, e)| e.meta().info(now)));

@@ -135,8 +135,13 @@ impl Worker {
 
     /// One iteration of asyncio's `_run_once`.
     fn run_once(&self) {
-        // Phase 1: tidy the timer heap.
-        let next_timer = self.slot().timers.tidy();
+        // Phase 1: tidy the timer heap (no lock, no clock read when it is empty).
+        let timers = &self.slot().timers;
+        let next_timer = if timers.next_deadline_nanos() == u64::MAX {
+            None
+        } else {
+            timers.tidy()
+        };
 
         // Phase 2: choose a timeout and wait for IO. Timeout 0 when anything is ready.
         self.take_inbox();
@@ -432,10 +437,12 @@ impl Worker {
     // ----- phase 3: timers ----------------------------------------------------------------
 
     fn fire_due_timers(&self) {
+        let timers = &self.slot().timers;
+        if timers.next_deadline_nanos() == u64::MAX {
+            return;
+        }
         let mut due = std::mem::take(&mut *self.due.borrow_mut());
-        self.slot()
-            .timers
-            .take_due(self.shared.clock.now(), &mut due);
+        timers.take_due(self.shared.clock.now(), &mut due);
         self.dispatch_timers(&mut due);
         *self.due.borrow_mut() = due;
     }
