@@ -317,6 +317,23 @@ impl Builder {
                 }
             }
         }
+        // The monitor serves stuck workers through their siblings: useless with one worker.
+        if n > 1 {
+            let shared2 = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("{}-monitor", self.thread_name))
+                .spawn(move || crate::worker::monitor::run(&shared2));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    shared.close();
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
         Ok(Runtime::from_parts(shared, threads))
     }
 }

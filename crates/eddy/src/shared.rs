@@ -15,7 +15,8 @@
 //! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches |
 //! | any other thread             | the `Injector`                 | one parked worker, only if nobody searches |
 //! | waking a pinned task remotely| the owner's inbox              | the owner, if it is parked |
-//! | a timer that became earliest | that worker's heap             | the owner if parked; else a parked sibling that would oversleep it (stuck-worker watch) |
+//! | a timer that became earliest | that worker's heap             | the owner, if it is parked |
+//! | a worker stuck in one job    | (the monitor notices)          | one parked sibling, to serve its queue, timers and IO |
 //!
 //! Shutdown: `close` sets `closed`, wakes every worker, and later `drain` empties what no
 //! worker owns. A submitter that loses the race with shutdown drains what it pushed itself,
@@ -43,6 +44,7 @@ use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
 use crate::timer::{TimerAction, TimerQueue};
 use crate::worker::idle::Idle;
+use crate::worker::monitor::MonitorState;
 
 /// How long past its deadline a timer may wait for its own (busy) worker before a sibling
 /// fires it. Siblings check about this often while a worker is busy, which bounds the
@@ -108,6 +110,8 @@ pub(crate) struct WorkerSlot {
     pub(crate) park_deadline: AtomicU64,
     /// What the worker counts about itself (metrics); written by that worker only.
     pub(crate) counters: CachePadded<WorkerCounters>,
+    /// `_run_once` cycles completed; the monitor reads it to spot a worker stuck in one job.
+    cycles: AtomicU64,
     /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
     /// dropped on their thread.
     pub(crate) exited: AtomicBool,
@@ -123,8 +127,28 @@ impl WorkerSlot {
             inbox: Injector::new(),
             park_deadline: AtomicU64::new(AWAKE),
             exited: AtomicBool::new(false),
+            cycles: AtomicU64::new(0),
             counters: CachePadded::new(WorkerCounters::new()),
         })
+    }
+
+    /// Counts one more cycle (the owning worker only: a plain store).
+    #[inline]
+    pub(crate) fn count_cycle(&self) {
+        let n = self.cycles.load(Ordering::Relaxed);
+        self.cycles.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    pub(crate) fn cycles(&self) -> u64 {
+        self.cycles.load(Ordering::Relaxed)
+    }
+
+    /// Something a sibling could serve if this worker is stuck: queued jobs, pinned wakes,
+    /// timers, or IO sources.
+    pub(crate) fn has_pending_work(&self) -> bool {
+        !self.stealer.is_empty()
+            || self.timers.next_deadline_nanos() != u64::MAX
+            || self.reactor.has_sources()
     }
 
     pub(crate) fn is_parked(&self) -> bool {
@@ -145,6 +169,7 @@ pub(crate) struct Shared {
     pub(crate) injector: Injector<Job>,
     pub(crate) idle: Idle,
     pub(crate) registry: TaskRegistry,
+    pub(crate) monitor: MonitorState,
     pub(crate) blocking: BlockingPool,
     pub(crate) handler: ExceptionHandler,
     pub(crate) config: Config,
@@ -188,6 +213,7 @@ impl Shared {
             injector: Injector::new(),
             idle: Idle::new(n),
             registry: TaskRegistry::new(),
+            monitor: MonitorState::default(),
             blocking,
             handler,
             config,
@@ -314,9 +340,8 @@ impl Shared {
         self.next_remote_home.fetch_add(1, Ordering::Relaxed) % self.workers.len()
     }
 
-    /// Puts a timer on worker `target`'s heap and makes sure somebody will be awake for it:
-    /// the owner if it sleeps, or else (the owner is busy and might stay busy) a parked
-    /// sibling whose sleep would outlast the deadline plus the stuck-timer grace.
+    /// Puts a timer on worker `target`'s heap and wakes the owner if it sleeps (its wait must
+    /// end earlier now).
     pub(crate) fn add_timer(&self, target: usize, when: Instant, action: TimerAction) {
         let slot = &self.workers[target];
         if !slot.timers.push(when, action) {
@@ -325,24 +350,8 @@ impl Shared {
         atomic::fence(Ordering::SeqCst);
         if slot.is_parked() {
             slot.notify();
-            return;
         }
-        self.alert_sleeping_siblings(target, slot.timers.nanos(when));
-    }
-
-    /// Worker `target` is busy and has a timer at `deadline` (heap nanoseconds): wakes one
-    /// parked sibling whose sleep would outlast the deadline plus the stuck-timer grace, so
-    /// that it recomputes its timeout with `target`'s heap in view (Go's `wakeNetPoller`).
-    pub(crate) fn alert_sleeping_siblings(&self, target: usize, deadline: u64) {
-        let watch = deadline.saturating_add(STUCK_TIMER_GRACE.as_nanos() as u64);
-        let sleeper = self
-            .workers
-            .iter()
-            .enumerate()
-            .find(|(i, w)| *i != target && w.park_deadline.load(Ordering::SeqCst) > watch);
-        if let Some((_, w)) = sleeper {
-            w.notify();
-        }
+        // A busy owner fires it itself; if it is stuck, the monitor sends a sibling.
     }
 
     // ----- run_forever / stop -------------------------------------------------------------
@@ -371,6 +380,7 @@ impl Shared {
         for w in self.workers.iter() {
             w.notify();
         }
+        self.monitor.shutdown();
     }
 
     /// Called by each worker thread as its very last action.

@@ -27,6 +27,7 @@
 //!   cells contain panics of `poll` and of the future's destructor themselves.
 
 pub(crate) mod idle;
+pub(crate) mod monitor;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -50,9 +51,9 @@ use crate::timer::TimerAction;
 /// Jobs between two looks at the global injector (a prime, as in Go and tokio).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 
-/// How long a parked worker sleeps at most while a sibling is busy, so that work queued on
-/// a sibling stuck in a long job is stolen within about this long.
-const BUSY_SIBLING_WATCH: Duration = Duration::from_millis(10);
+/// Jobs that IO events must queue at once before a sibling is woken to help (see
+/// `run_fired`).
+const IO_BACKLOG_FOR_SIBLING: usize = 16;
 
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
@@ -74,6 +75,8 @@ pub(crate) struct Worker {
     events: RefCell<Events>,
     /// Scratch buffer for due timers, reused across cycles.
     due: RefCell<Vec<TimerAction>>,
+    /// Set while IO events are being dispatched: pushes do not wake siblings.
+    quiet: Cell<bool>,
 }
 
 impl Worker {
@@ -92,6 +95,7 @@ impl Worker {
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
             events: RefCell::new(Events::new()),
             due: RefCell::new(Vec::new()),
+            quiet: Cell::new(false),
         }
     }
 
@@ -111,6 +115,9 @@ impl Worker {
     #[inline]
     pub(crate) fn push_local(&self, job: Job) {
         self.ready.push(job);
+        if self.quiet.get() {
+            return;
+        }
         // One job is this worker's own next step (a woken partner, an IO wake-up); waking a
         // sibling to steal it would only add a cross-CPU round trip (~100 µs here). Surplus
         // work, two jobs or more, is worth a sibling.
@@ -135,6 +142,7 @@ impl Worker {
 
     /// One iteration of asyncio's `_run_once`.
     fn run_once(&self) {
+        self.slot().count_cycle();
         // Phase 1: tidy the timer heap (no lock, no clock read when it is empty).
         let timers = &self.slot().timers;
         let next_timer = if timers.next_deadline_nanos() == u64::MAX {
@@ -184,7 +192,13 @@ impl Worker {
     }
 
     /// Wakes the tasks and queues the fd callbacks that IO events asked for.
+    ///
+    /// Tasks woken by IO are queued here without waking siblings one by one: their sockets
+    /// are registered with this worker, so they are best run here, and a sibling stealing
+    /// them only bounces them between workers (each episode costs a park and a wake, seven
+    /// system calls). Only a large backlog calls for a sibling.
     fn run_fired(&self, fired: Fired) {
+        self.quiet.set(true);
         for waker in fired.wakers {
             waker.wake();
         }
@@ -192,6 +206,10 @@ impl Worker {
             let location = due.location;
             let cell = CallbackCell::new(move || due.run(), location);
             self.push_local(Job::Callback(cell));
+        }
+        self.quiet.set(false);
+        if self.ready.len() > IO_BACKLOG_FOR_SIBLING && self.shared.idle.should_wake() {
+            self.shared.wake_idle();
         }
     }
 
@@ -295,9 +313,9 @@ impl Worker {
         x
     }
 
-    /// Sleeps in `Poller::wait` until the earliest of: our next timer, a busy sibling's next
-    /// timer plus the grace period, a look at busy siblings' IO, or a notification. With a
-    /// paused clock, the last worker to go idle jumps the clock instead (see `clock`).
+    /// Sleeps in `Poller::wait` until our next timer, IO or a notification. With a paused
+    /// clock, the last worker to go idle jumps the clock instead (see `clock`). Siblings stuck
+    /// in a long job are not watched from here: the monitor wakes us for them.
     fn park(&self, next_timer: Option<Instant>) {
         let slot = self.slot();
         let shared = &*self.shared;
@@ -307,7 +325,10 @@ impl Worker {
             // We were the last searcher and work arrived meanwhile: make sure someone looks.
             shared.wake_idle();
         }
-        let (mut deadline, io_watch) = self.park_deadline(next_timer);
+        let mut deadline = match next_timer {
+            Some(t) if !paused => slot.timers.nanos(t),
+            _ => u64::MAX,
+        };
         slot.park_deadline.store(deadline.max(1), SeqCst);
         // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
         deadline = deadline.min(slot.timers.next_deadline_nanos());
@@ -316,16 +337,12 @@ impl Worker {
             !slot.inbox.is_empty() || !shared.injector.is_empty() || shared.is_closed();
         let time_jumped = !work_arrived && paused && self.auto_advance();
         if !work_arrived && !time_jumped {
-            let mut timeout = if paused || deadline == u64::MAX {
+            let timeout = if paused || deadline == u64::MAX {
                 None
             } else {
                 let now = slot.timers.nanos(shared.clock.now());
                 Some(Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK))
             };
-            if io_watch {
-                // A busy sibling with IO might get stuck: look at its poller now and then.
-                timeout = Some(timeout.map_or(STUCK_IO_GRACE, |t| t.min(STUCK_IO_GRACE)));
-            }
             self.wait_for_events(timeout);
         }
         slot.park_deadline.store(AWAKE, SeqCst);
@@ -333,15 +350,8 @@ impl Worker {
             // Someone woke us on purpose and counted us as searching.
             self.searching.set(true);
         }
-        // We are awake and may now run for a long time. A sibling that parked while we were
-        // parked may sleep with no deadline at all: have it look again, so that it keeps the
-        // busy-sibling watch (`park_deadline`) over our queue, timers and IO.
-        if !shared.clock.is_paused() {
-            let now = slot.timers.nanos(Instant::now());
-            let watch = now.saturating_add(BUSY_SIBLING_WATCH.as_nanos() as u64);
-            let next = slot.timers.next_deadline_nanos();
-            shared.alert_sleeping_siblings(self.index, next.min(watch));
-        }
+        // After `unpark_self`: the monitor decides to sleep by "every worker is parked".
+        shared.monitor.worker_awake();
     }
 
     /// Blocks in our poller, then dispatches what it reported.
@@ -401,37 +411,6 @@ impl Worker {
             }
         }
         true
-    }
-
-    /// Our wake-up time in the heaps' nanosecond scale (`u64::MAX`: none; always none with a
-    /// paused clock), and whether a busy sibling has IO we should watch.
-    fn park_deadline(&self, next_timer: Option<Instant>) -> (u64, bool) {
-        let slot = self.slot();
-        let paused = self.shared.clock.is_paused();
-        let mut deadline = match next_timer {
-            Some(t) if !paused => slot.timers.nanos(t),
-            _ => u64::MAX,
-        };
-        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
-        let mut io_watch = false;
-        let mut busy_sibling = false;
-        for (i, w) in self.shared.workers.iter().enumerate() {
-            if i != self.index && !w.is_parked() {
-                busy_sibling = true;
-                let d = w.timers.next_deadline_nanos();
-                if d != u64::MAX && !paused {
-                    deadline = deadline.min(d.saturating_add(grace));
-                }
-                io_watch |= w.reactor.has_sources();
-            }
-        }
-        if busy_sibling && !paused {
-            // A busy sibling may be stuck in a long job with work queued behind it that no
-            // one was woken to steal (`push_local` does not wake anyone for a single job).
-            let now = slot.timers.nanos(Instant::now());
-            deadline = deadline.min(now.saturating_add(BUSY_SIBLING_WATCH.as_nanos() as u64));
-        }
-        (deadline, io_watch)
     }
 
     // ----- phase 3: timers ----------------------------------------------------------------
