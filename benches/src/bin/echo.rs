@@ -43,7 +43,10 @@ fn main() -> io::Result<()> {
         let addr: SocketAddr = args[i + 1].parse().map_err(io::Error::other)?;
         let pid: u32 = args[i + 2].parse().map_err(io::Error::other)?;
         let r = load(addr, 64, Duration::from_secs(3), pid)?;
-        println!("{:.0} req/s, server CPU {:.2} µs/req", r.rps, r.cpu_us_per_req);
+        println!(
+            "{:.0} req/s, server CPU {:.2} µs/req",
+            r.rps, r.cpu_us_per_req
+        );
         return Ok(());
     }
     let secs: u64 = args
@@ -95,7 +98,9 @@ fn load(addr: SocketAddr, conns: usize, dur: Duration, server_pid: u32) -> io::R
         s.set_nodelay(true)?;
         s.set_nonblocking(true)?;
         // SAFETY: each stream is deleted from the poller before it is dropped (end of fn).
-        unsafe { poller.add_with_mode(&s, polling::Event::readable(key), polling::PollMode::Level)? };
+        unsafe {
+            poller.add_with_mode(&s, polling::Event::readable(key), polling::PollMode::Level)?
+        };
         streams.push(s);
     }
     let msg = [7u8; MSG];

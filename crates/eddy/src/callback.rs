@@ -91,9 +91,9 @@ impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
             }
         }
         let _done = Done(&self.state);
-        // SAFETY: this thread just moved the state from PENDING to RUNNING, and no other
-        // thread touches the slot after the state has left PENDING, so this access is
-        // exclusive.
+        // This thread just moved the state from PENDING to RUNNING, and no other thread
+        // touches the slot after the state has left PENDING.
+        // SAFETY: so this access to the slot is exclusive.
         let f = unsafe { (*self.slot.get()).take() };
         if let Some(f) = f {
             contextvar::run_in(&self.context, f);
@@ -104,8 +104,8 @@ impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
         if !self.claim(CANCELLED) {
             return false;
         }
-        // SAFETY: this thread just moved the state from PENDING to CANCELLED; the slot is
-        // exclusively ours (module invariant).
+        // This thread just moved the state from PENDING to CANCELLED.
+        // SAFETY: the slot is exclusively ours (module invariant).
         let f = unsafe { (*self.slot.get()).take() };
         drop(f);
         true

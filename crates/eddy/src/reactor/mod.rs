@@ -106,6 +106,7 @@ impl Reactor {
         // caller's: the public functions document that the fd must be removed before it is
         // closed. On Linux (epoll) a violation cannot corrupt memory either: the kernel drops
         // closed fds from the interest list by itself and `polling` keeps no per-fd state.
+        // (End of SAFETY.)
         let added = unsafe { poller.add_with_mode(fd, interest(source.key), mode) };
         if let Err(e) = added {
             self.sources.lock().remove(source.key);
@@ -117,9 +118,9 @@ impl Reactor {
 
     /// Removes a source from `poller` and from the table.
     pub(crate) fn deregister(&self, poller: &Poller, source: &Source) -> io::Result<()> {
-        // SAFETY: `source.fd` is still open here: this is called before the fd is closed
-        // (`Async::drop` runs before its IO object is dropped; `remove_*` before the user
-        // closes the fd, per their contract).
+        // `Async::drop` runs before its IO object is dropped, and `remove_*` before the user
+        // closes the fd (their documented contract).
+        // SAFETY: so `source.fd` is still open here, for the duration of the borrow.
         let fd = unsafe { BorrowedFd::borrow_raw(source.fd) };
         let res = poller.delete(fd);
         if self.sources.lock().try_remove(source.key).is_some() {
@@ -190,8 +191,8 @@ impl Reactor {
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: `pfd` is a valid, initialised pollfd array of length 1 for the duration of
-        // the call, and a zero timeout makes the call return at once.
+        // A zero timeout makes the call return at once.
+        // SAFETY: `pfd` is a valid, initialised pollfd array of length 1 during the call.
         let n = unsafe { libc::poll(&mut pfd, 1, 0) };
         n > 0
     }

@@ -158,6 +158,7 @@ where
     // - The only non-'static borrow in the future is of the task's own metadata, which the
     //   documentation of `spawn_unchecked` allows: the metadata lives as long as the cell.
     // - `schedule` is `Send + Sync + 'static` (bounded so above).
+    // (End of SAFETY.)
     let (runnable, task) = unsafe {
         Builder::new()
             .metadata(meta)
@@ -204,6 +205,7 @@ where
     // - The output may be `!Send`; `Task<T>` is only `Send` when `T` is (async-task's bounds).
     // - The only non-'static borrow in the future is of the task's own metadata (allowed by
     //   `spawn_unchecked`'s contract); `schedule` is `Send + Sync + 'static`.
+    // (End of SAFETY.)
     let (runnable, task) = unsafe {
         Builder::new()
             .metadata(meta)

@@ -50,9 +50,9 @@ unsafe impl Send for MetaPtr {}
 
 impl Entry {
     fn meta(&self) -> &TaskMeta {
-        // SAFETY: `self.waker` is a reference to the task that owns the `TaskMeta`; while
-        // the entry exists the task allocation (header and metadata included) is not freed,
-        // and `TaskMeta` is only ever shared immutably.
+        // `self.waker` is a reference to the task that owns the `TaskMeta`: while the entry
+        // exists the task allocation (header and metadata included) is not freed.
+        // SAFETY: so the pointer is valid, and `TaskMeta` is only ever shared immutably.
         unsafe { self.meta.0.as_ref() }
     }
 }
