@@ -8,7 +8,8 @@ time from /proc/stat minus the bench's own), and reruns the target (up to --trie
 that exceeded --max-foreign cores on average. After each target, criterion's estimates of
 its (last) run are copied to <target>/eddy-bench-runs/run<K>/<workload>/<runtime>.json.
 With --runs N the whole suite is repeated N times, and the table gives, per cell, the median
-over the runs and their range.
+over the runs and their range. Eddy-only targets (EDDY_ONLY, e.g. context_spawn) get their
+own table, one column per benchmark id, with ratios against the first id.
 
 Usage: benches/run.py [--runs N] [--tries N] [--max-foreign CORES] [workload ...]
                       [-- criterion args]
@@ -33,6 +34,8 @@ WORKLOADS = [
     "timers",
     "threadsafe",
 ]
+# eddy-only targets: criterion group <name> with the benchmark ids listed here.
+EDDY_ONLY = {"context_spawn": ["empty", "three_vars"]}
 EXTRA = ["wake_latency", "memory"]
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -96,7 +99,7 @@ def main():
     p.add_argument("--log", help="raw output (default: <target>/eddy-bench-runs/<time>.log)")
     p.add_argument("targets", nargs="*")
     opts = p.parse_args(argv)
-    targets = opts.targets or WORKLOADS + EXTRA
+    targets = opts.targets or WORKLOADS + list(EDDY_ONLY) + EXTRA
 
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     subprocess.run(["cargo", "bench", "-q", "-p", "eddy-benches", "--no-run"], check=True)
@@ -122,14 +125,18 @@ def main():
             for name in targets:
                 for attempt in range(1, opts.tries + 1):
                     idle = wait_quiet()
-                    args = crit_args if name in WORKLOADS else []
+                    args = crit_args if name in WORKLOADS or name in EDDY_ONLY else []
                     rc, out, wall, own, foreign, steal = run_target(name, args, log)
                     print(
                         f"== {name} try {attempt}: rc {rc}, {wall:.0f} s, bench {own:.2f} cores, "
                         f"others {foreign:.2f} cores, steal {steal:.2f} (idle before: {idle:.2f})",
                         flush=True,
                     )
+                    prev = ""
                     for line in out.splitlines():
+                        if line.strip().startswith("time:"):
+                            # criterion put a long benchmark name on a line of its own
+                            line = prev.strip() + " " + line.strip()
                         if (
                             "time:" in line
                             or "SKIPPED" in line
@@ -137,10 +144,12 @@ def main():
                             or line.startswith(("wake_latency/", "memory/"))
                         ):
                             print("   " + line.strip(), flush=True)
+                        if line.strip():
+                            prev = line
                     if rc == 0 and foreign <= opts.max_foreign:
                         break
-                if name in WORKLOADS:
-                    for rt in ("eddy", "tokio", "smol"):
+                if name in WORKLOADS or name in EDDY_ONLY:
+                    for rt in EDDY_ONLY.get(name, ("eddy", "tokio", "smol")):
                         src = os.path.join(target_dir, "criterion", name, rt, "new", "estimates.json")
                         if os.path.exists(src):
                             os.makedirs(os.path.join(run_dir, name), exist_ok=True)
@@ -156,6 +165,13 @@ def main():
     if workloads:
         print()
         subprocess.run([sys.executable, "benches/table.py"] + run_dirs + ["--"] + workloads)
+    for name in (t for t in targets if t in EDDY_ONLY):
+        print()
+        subprocess.run(
+            [sys.executable, "benches/table.py", "--ids", ",".join(EDDY_ONLY[name])]
+            + run_dirs
+            + ["--", name]
+        )
     if extra_lines:
         print()
         print("\n".join(extra_lines))

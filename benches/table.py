@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Prints a markdown table of criterion's median times for eddy, tokio and smol.
 
-Usage: table.py RUN_DIR... -- WORKLOAD...
+Usage: table.py [--ids A,B,...] RUN_DIR... -- WORKLOAD...
+
+With --ids, the columns are those benchmark ids instead of the three runtimes (for eddy-only
+targets such as `context_spawn`: `--ids empty,three_vars`), and the ratio column compares
+each id with the first.
 
 Each RUN_DIR holds one run of the suite as RUN_DIR/<workload>/<runtime>.json (criterion's
 estimates.json, copied by run.py) or criterion's own layout
@@ -45,9 +49,15 @@ def load(run_dir, workload, runtime):
 
 def main():
     args = sys.argv[1:]
+    ids = RUNTIMES
+    if args and args[0] == "--ids":
+        ids = args[1].split(",")
+        args = args[2:]
     split = args.index("--")
     runs, workloads = args[:split], args[split + 1 :]
     many = len(runs) > 1
+    if ids is not RUNTIMES:
+        return table_ids(runs, workloads, ids, many)
     print(f"| workload | eddy | tokio | smol | eddy/tokio | eddy/smol |")
     print("|---|---:|---:|---:|---:|---:|")
     for w in workloads:
@@ -79,6 +89,47 @@ def main():
             else:
                 cells.append(
                     f"**{statistics.median(ratios):.2f}** [{min(ratios):.2f}–{max(ratios):.2f}]"
+                )
+        print(f"| {w} | " + " | ".join(cells) + " |")
+
+
+def table_ids(runs, workloads, ids, many):
+    """One row per workload, one column per benchmark id, ratios against the first id."""
+    base = ids[0]
+    head = ids + [f"{i}/{base}" for i in ids[1:]]
+    print("| workload | " + " | ".join(head) + " |")
+    print("|---|" + "---:|" * len(head))
+    for w in workloads:
+        per_run = [{i: load(r, w, i) for i in ids} for r in runs]
+        cells = []
+        for i in ids:
+            got = [run[i] for run in per_run if run[i] is not None]
+            if not got:
+                cells.append("n/a")
+            elif not many:
+                median, mad = got[0]
+                cells.append(f"{fmt_time(median)} (±{100 * mad / median:.0f}%)")
+            else:
+                meds = [m for m, _ in got]
+                cells.append(
+                    f"{fmt_time(statistics.median(meds))} "
+                    f"[{fmt_time(min(meds))}–{fmt_time(max(meds))}]"
+                )
+        for i in ids[1:]:
+            ratios = [
+                run[i][0] / run[base][0]
+                for run in per_run
+                if run[i] is not None and run[base] is not None
+            ]
+            if not ratios:
+                cells.append("n/a")
+            elif not many:
+                cells.append(f"{ratios[0]:.3f}")
+            else:
+                cells.append(
+                    f"**{statistics.median(ratios):.3f}** "
+                    f"[{min(ratios):.3f}–{max(ratios):.3f}] "
+                    f"(runs: {' / '.join(f'{r:.3f}' for r in ratios)})"
                 )
         print(f"| {w} | " + " | ".join(cells) + " |")
 

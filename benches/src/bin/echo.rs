@@ -380,7 +380,16 @@ fn epoll_loop(ep: i32) {
             let fd = ev.u64 as i32;
             // SAFETY: `buf` is valid for writes of its length; `fd` is an open socket.
             let r = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-            if r <= 0 {
+            if r == 0 || (r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock) {
+                // The client closed (or broke) the connection: stop watching it, or the
+                // level-triggered EPOLLIN of a socket at EOF would make this loop spin for
+                // the rest of the run (as it did before, burning a core during the
+                // 1-connection load). The fd itself stays owned by the accepting thread.
+                // SAFETY: `ep` is this loop's epoll fd; a null event is allowed for DEL.
+                unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+                continue;
+            }
+            if r < 0 {
                 continue;
             }
             let mut off = 0usize;
