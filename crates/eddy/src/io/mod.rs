@@ -1,7 +1,7 @@
 //! Asynchronous IO on file descriptors: [`Async`], and asyncio's `add_reader` family.
 //!
 //! [`Async<T>`] wraps any fd-based type (a socket, a pipe, an eventfd, ...) and registers it
-//! with the reactor of the worker it is created on; [`Async::read_with`] and
+//! with the reactor of the worker that first uses it; [`Async::read_with`] and
 //! [`Async::write_with`] retry a non-blocking operation each time the fd becomes ready. The
 //! `net` module's types are built on it.
 //!

@@ -1,7 +1,7 @@
 //! Networking on the workers' reactors: TCP, UDP and Unix sockets, asyncio's `sock_*`
 //! functions, and asyncio-style streams.
 //!
-//! Every socket is registered with the reactor of the worker it is created on (see
+//! Every socket is registered with the reactor of the worker that first uses it (see
 //! `io::Async`); its readiness events wake its tasks on that worker, or, if that worker is
 //! stuck in a long job, on a sibling.
 

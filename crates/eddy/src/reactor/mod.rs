@@ -1,8 +1,9 @@
 //! The reactor: each worker's `polling::Poller` as its selector (phase 2 of `_run_once`).
 //!
 //! Every worker owns one [`Reactor`] beside its `Poller`. An IO source is registered with
-//! the poller of the worker it is created on, so its events are harvested by that worker and
-//! the tasks they wake land in that worker's own ready queue.
+//! the poller of the worker that first uses it (lazily, by its first operation), so its
+//! events are harvested by that worker and the tasks they wake land in that worker's own
+//! ready queue, where the task that uses the source most likely runs.
 //!
 //! Costs we design around (measured in the brief): one `Poller::wait` is five system calls
 //! (about 1.3 µs even with a zero timeout), while `poll(2)` on the epoll fd with a zero
