@@ -167,25 +167,7 @@ macro_rules! stream_io_methods {
 /// Implements the async read traits for `$ty` (and `&$ty`), whose `conn()` gives a `Conn`.
 macro_rules! impl_async_read {
     ($ty:ty) => {
-        impl futures_io::AsyncRead for $ty {
-            fn poll_read(
-                self: std::pin::Pin<&mut Self>,
-                cx: &mut std::task::Context<'_>,
-                buf: &mut [u8],
-            ) -> std::task::Poll<std::io::Result<usize>> {
-                self.conn().poll_read(cx, buf)
-            }
-        }
-
-        impl futures_io::AsyncRead for &$ty {
-            fn poll_read(
-                self: std::pin::Pin<&mut Self>,
-                cx: &mut std::task::Context<'_>,
-                buf: &mut [u8],
-            ) -> std::task::Poll<std::io::Result<usize>> {
-                self.conn().poll_read(cx, buf)
-            }
-        }
+        $crate::net::conn::impl_async_read!(@futures $ty, &$ty);
 
         #[cfg(feature = "tokio-io")]
         impl tokio::io::AsyncRead for $ty {
@@ -200,55 +182,24 @@ macro_rules! impl_async_read {
             }
         }
     };
+    (@futures $($t:ty),+) => {$(
+        impl futures_io::AsyncRead for $t {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &mut [u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_read(cx, buf)
+            }
+        }
+    )+};
 }
 
 /// Implements the async write traits for `$ty` (and `&$ty`), whose `conn()` gives a `Conn`.
 /// Closing (`poll_close`, tokio's `poll_shutdown`) shuts the write side down (sends FIN).
 macro_rules! impl_async_write {
     ($ty:ty) => {
-        impl futures_io::AsyncWrite for $ty {
-            fn poll_write(
-                self: std::pin::Pin<&mut Self>,
-                cx: &mut std::task::Context<'_>,
-                buf: &[u8],
-            ) -> std::task::Poll<std::io::Result<usize>> {
-                self.conn().poll_write(cx, buf)
-            }
-            fn poll_flush(
-                self: std::pin::Pin<&mut Self>,
-                _cx: &mut std::task::Context<'_>,
-            ) -> std::task::Poll<std::io::Result<()>> {
-                std::task::Poll::Ready(Ok(()))
-            }
-            fn poll_close(
-                self: std::pin::Pin<&mut Self>,
-                _cx: &mut std::task::Context<'_>,
-            ) -> std::task::Poll<std::io::Result<()>> {
-                self.conn().poll_shutdown()
-            }
-        }
-
-        impl futures_io::AsyncWrite for &$ty {
-            fn poll_write(
-                self: std::pin::Pin<&mut Self>,
-                cx: &mut std::task::Context<'_>,
-                buf: &[u8],
-            ) -> std::task::Poll<std::io::Result<usize>> {
-                self.conn().poll_write(cx, buf)
-            }
-            fn poll_flush(
-                self: std::pin::Pin<&mut Self>,
-                _cx: &mut std::task::Context<'_>,
-            ) -> std::task::Poll<std::io::Result<()>> {
-                std::task::Poll::Ready(Ok(()))
-            }
-            fn poll_close(
-                self: std::pin::Pin<&mut Self>,
-                _cx: &mut std::task::Context<'_>,
-            ) -> std::task::Poll<std::io::Result<()>> {
-                self.conn().poll_shutdown()
-            }
-        }
+        $crate::net::conn::impl_async_write!(@futures $ty, &$ty);
 
         #[cfg(feature = "tokio-io")]
         impl tokio::io::AsyncWrite for $ty {
@@ -273,6 +224,29 @@ macro_rules! impl_async_write {
             }
         }
     };
+    (@futures $($t:ty),+) => {$(
+        impl futures_io::AsyncWrite for $t {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_write(cx, buf)
+            }
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+            fn poll_close(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.conn().poll_shutdown()
+            }
+        }
+    )+};
 }
 
 /// Defines the owned read and write halves of a stream type.
