@@ -130,10 +130,16 @@ impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
 /// # Examples
 ///
 /// ```
-/// let rt = eddy::Runtime::new()?;
+/// use std::sync::mpsc;
+///
+/// let rt = eddy::Builder::new().workers(1).build()?;
+/// // Keep the only worker busy so the callback below cannot start before `cancel`.
+/// let (release, wait) = mpsc::channel::<()>();
+/// rt.handle().call_soon_threadsafe(move || wait.recv().unwrap())?;
 /// let handle = rt.handle().call_soon_threadsafe(|| unreachable!())?;
 /// handle.cancel();
 /// assert!(handle.cancelled());
+/// release.send(())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
