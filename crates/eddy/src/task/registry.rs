@@ -130,6 +130,28 @@ impl TaskRegistry {
         out
     }
 
+    /// A clone of the waker of every registered task of `owner` (`None`: stealable tasks).
+    pub(crate) fn wakers_of(&self, owner: Option<u32>) -> Vec<Waker> {
+        let mut out = Vec::new();
+        for shard in self.shards.iter() {
+            let s = shard.lock();
+            out.extend(
+                s.iter()
+                    .filter(|(_, e)| e.meta().owner() == owner)
+                    .map(|(_, e)| e.waker.clone()),
+            );
+        }
+        out
+    }
+
+    /// Number of registered tasks of `owner`.
+    pub(crate) fn count_of(&self, owner: Option<u32>) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().iter().filter(|(_, e)| e.meta().owner() == owner).count())
+            .sum()
+    }
+
     /// A clone of every registered waker (to wake them all outside the locks).
     pub(crate) fn wakers(&self) -> Vec<Waker> {
         let mut out = Vec::new();

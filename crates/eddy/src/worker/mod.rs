@@ -55,6 +55,9 @@ const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// `run_fired`).
 const IO_BACKLOG_FOR_SIBLING: usize = 16;
 
+/// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
+const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
 
@@ -610,15 +613,37 @@ impl Worker {
     /// Pinned tasks woken by other threads keep arriving in the inbox until we publish
     /// `exited`; one more drain after that catches every push that did not see the flag
     /// (see `Shared::schedule_pinned` for the other half of this handshake).
+    /// Drops everything this worker still owns. Pinned tasks must be dropped here, on their
+    /// own thread, so we wait for each one still registered to reach us: a task whose wake
+    /// is in flight from another thread (state already "scheduled", runnable not yet in our
+    /// inbox) arrives within moments. Only after `PINNED_DRAIN_LIMIT` do we give up on
+    /// stragglers (`Shared::schedule_pinned` then leaks them rather than drop a `!Send` future
+    /// on a foreign thread).
     fn drain_on_exit(&self) {
+        let owner = Some(self.index as u32);
+        let registry = &self.shared.registry;
+        let give_up = Instant::now() + PINNED_DRAIN_LIMIT;
+        loop {
+            for waker in registry.wakers_of(owner) {
+                waker.wake();
+            }
+            self.drain_owned();
+            if registry.count_of(owner) == 0 || Instant::now() >= give_up {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        self.slot().exited.store(true, SeqCst);
+        std::sync::atomic::fence(SeqCst);
         self.drain_owned();
-        self.slot()
-            .exited
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        for waker in registry.take(owner) {
+            waker.wake();
+        }
         self.drain_owned();
     }
 
+    /// Discards queued jobs and runs queued pinned tasks (which, the runtime being closed,
+    /// only drop their futures) until nothing is left.
     fn drain_owned(&self) {
         loop {
             let mut did_something = false;
@@ -631,10 +656,6 @@ impl Worker {
                 let next = self.pinned.borrow_mut().pop_front();
                 let Some(r) = next else { break };
                 r.run();
-                did_something = true;
-            }
-            for waker in self.shared.registry.take(Some(self.index as u32)) {
-                waker.wake();
                 did_something = true;
             }
             if !did_something {
