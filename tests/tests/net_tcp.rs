@@ -184,6 +184,61 @@ fn half_close_keeps_the_other_direction() {
     });
 }
 
+/// A short read retires read readiness (it saves the read that would return `WouldBlock`),
+/// but a FIN that arrived together with the last data raises no edge of its own: the reader
+/// must still see the end of the stream. Each round first settles the connection into
+/// request/response rhythm (so a short read may retire readiness), then sends data and FIN
+/// back to back from a plain blocking client.
+#[test]
+fn eof_that_arrives_with_the_last_data_is_seen_after_a_short_read() {
+    let rt = rt(2);
+    run(&rt, 60, async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let rounds = 200;
+        let client = std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            for _ in 0..rounds {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                c.set_nodelay(true).unwrap();
+                for _ in 0..3 {
+                    c.write_all(b"ping").unwrap();
+                    let mut reply = [0u8; 4];
+                    c.read_exact(&mut reply).unwrap();
+                }
+                c.write_all(b"last").unwrap();
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut rest = Vec::new();
+                c.read_to_end(&mut rest).unwrap();
+                assert_eq!(rest, b"bye");
+            }
+        });
+        for round in 0..rounds {
+            let (s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let mut got = Vec::new();
+            loop {
+                let n = eddy::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                    .await
+                    .unwrap_or_else(|_| panic!("round {round}: the FIN was never seen"))
+                    .unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+                if got.ends_with(b"ping") {
+                    s.write_all(b"pong").await.unwrap();
+                }
+            }
+            assert!(got.ends_with(b"last"), "round {round}: {got:?}");
+            s.write_all(b"bye").await.unwrap();
+        }
+        eddy::spawn_blocking(move || client.join().unwrap())
+            .await
+            .unwrap();
+    });
+}
+
 /// Closes `s` with SO_LINGER 0: the peer gets a RST instead of a FIN.
 fn reset(s: TcpStream) {
     socket2::SockRef::from(s.get_ref())

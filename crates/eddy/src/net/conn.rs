@@ -94,10 +94,9 @@ where
         cx: &mut Context<'_>,
         buf: &mut [u8],
     ) -> Poll<io::Result<usize>> {
-        // Reads go until `WouldBlock`: a short read does not prove the next one would block,
-        // because a FIN that arrived with the data raises no further edge (`polling` does
-        // not register `EPOLLRDHUP`), and forgetting readiness here would hide the EOF.
-        self.0.poll_read_with(cx, |mut s| s.read(buf))
+        let len = buf.len();
+        self.0
+            .poll_short_read(cx, len, &mut |mut s: &S| s.read(&mut *buf))
     }
 
     pub(crate) fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {

@@ -6,29 +6,34 @@
 //! ready queue, where the task that uses the source most likely runs.
 //!
 //! Costs we design around (measured in the brief): one `Poller::wait` is five system calls
-//! (about 1.3 µs even with a zero timeout), while `poll(2)` on the epoll fd with a zero
-//! timeout is one system call (~0.3 µs) and consumes nothing. So:
+//! (about 1.3 µs even with a zero timeout), while one `epoll_wait` is one. So:
 //!
+//! * harvesting and parking are a single `epoll_wait` on the poller's fd ([`epoll`]);
+//!   `polling`'s own `wait` runs only to re-arm its notifier after one of our waits reported
+//!   it (see [`Reactor::harvest`]), which happens once per wake-up by `notify`, not per cycle;
 //! * a worker with no registered source never polls while it has work;
-//! * a busy worker with sources first asks `poll(2)` whether its epoll fd is readable and
-//!   only then harvests with `wait(Some(ZERO))`, taking every ready event at once;
-//! * an idle worker harvests in the same `wait` it parks in;
-//! * sources are edge-triggered (registered once, no re-arming `epoll_ctl` per event);
+//! * an idle worker harvests in the same wait it parks in;
+//! * stream sources are edge-triggered with `EPOLLRDHUP` (registered once, no re-arming
+//!   `epoll_ctl` per event, and a short read can retire readiness, see `source`);
 //!   `add_reader`/`add_writer` fds are level-triggered, as asyncio's selector loop is.
 //!
 //! **IO of a stuck worker.** If a worker is busy (not parked) and has not harvested for
 //! [`STUCK_IO_GRACE`], a sibling checks its epoll fd with `poll(2)` and, if events are
-//! waiting, harvests them itself with `wait(Some(ZERO))` and dispatches them: wakers run on
-//! the sibling (so the woken tasks are queued, and run, there) and fd callbacks are queued
-//! there. Three hazards of sharing a `Poller` (from the brief) are handled:
+//! waiting, harvests them itself with a zero-timeout `epoll_wait` and dispatches them: wakers
+//! run on the sibling (so the woken tasks are queued, and run, there) and fd callbacks are
+//! queued there. Three hazards of sharing a `Poller` (from the brief) are handled:
 //!
-//! 1. *One waiter per poller*: `wait` uses `try_lock`; if the owner is inside `wait` the
-//!    sibling gets nothing and moves on. The sibling never blocks on another's poller.
+//! 1. *One waiter per poller*: `polling`'s `wait` only try-locks. We call it for nothing but
+//!    re-arming, always under our own `rearm` lock, so its try-lock never fails and a
+//!    notifier is never left disarmed. The kernel lets several threads `epoll_wait` on one
+//!    fd; each event goes to one of them.
 //! 2. *Events go to whoever waits*: the sibling dispatches what it harvested through the
 //!    owner's source table (shared, behind a mutex), so no event is lost.
-//! 3. *A sibling's wait swallows the owner's pending `notify()`*: after serving, the sibling
-//!    notifies the owner again; at worst the owner's next wait returns at once.
+//! 3. *A sibling's wait swallows the owner's pending `notify()`*: if the sibling's harvest
+//!    included the notifier, it re-arms it and notifies the owner again; at worst the
+//!    owner's next wait returns at once.
 
+pub(crate) mod epoll;
 mod source;
 
 use std::collections::HashMap;
@@ -41,6 +46,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use polling::{Event, Events, PollMode, Poller};
+
+use epoll::{RawEvents, Readiness};
 use slab::Slab;
 
 pub(crate) use source::{Direction, FdCallback, Fired, Source};
@@ -58,6 +65,17 @@ pub(crate) struct Reactor {
     watched: Mutex<HashMap<RawFd, Arc<Source>>>,
     /// When the owner last harvested events (the timer heaps' nanosecond scale).
     last_poll: AtomicU64,
+    /// Serialises `polling`'s own `wait` (our notifier re-arm) and holds its event buffer.
+    rearm: Mutex<Events>,
+}
+
+/// What one harvest found.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Harvest {
+    /// IO events dispatched.
+    pub(crate) events: usize,
+    /// The poller's notifier fired (and was re-armed): someone called `notify`.
+    pub(crate) notified: bool,
 }
 
 impl Reactor {
@@ -67,6 +85,7 @@ impl Reactor {
             count: AtomicUsize::new(0),
             watched: Mutex::new(HashMap::new()),
             last_poll: AtomicU64::new(0),
+            rearm: Mutex::new(Events::new()),
         }
     }
 
@@ -83,16 +102,16 @@ impl Reactor {
         worker: usize,
         fd: BorrowedFd<'_>,
     ) -> io::Result<Arc<Source>> {
-        self.register_with(poller, worker, fd.as_raw_fd(), Event::all, PollMode::Edge)
+        let fd = fd.as_raw_fd();
+        self.register_with(worker, fd, |key| epoll::add_edge(poller, fd, key))
     }
 
+    /// Enters a source for `fd` in the table and adds it to the poller with `add`.
     fn register_with(
         &self,
-        poller: &Poller,
         worker: usize,
         fd: RawFd,
-        interest: impl FnOnce(usize) -> Event,
-        mode: PollMode,
+        add: impl FnOnce(usize) -> io::Result<()>,
     ) -> io::Result<Arc<Source>> {
         let source = {
             let mut sources = self.sources.lock();
@@ -101,15 +120,7 @@ impl Reactor {
             entry.insert(source.clone());
             source
         };
-        // SAFETY: `add_with_mode` requires the fd to be deleted from the poller before it is
-        // closed. Sources created by `Async` are deleted in `Async::drop`, before the IO
-        // object (and its fd) is dropped. fds watched with `add_reader`/`add_writer` are the
-        // caller's: the public functions document that the fd must be removed before it is
-        // closed. On Linux (epoll) a violation cannot corrupt memory either: the kernel drops
-        // closed fds from the interest list by itself and `polling` keeps no per-fd state.
-        // (End of SAFETY.)
-        let added = unsafe { poller.add_with_mode(fd, interest(source.key), mode) };
-        if let Err(e) = added {
+        if let Err(e) = add(source.key) {
             self.sources.lock().remove(source.key);
             return Err(e);
         }
@@ -146,7 +157,15 @@ impl Reactor {
         let source = match watched.get(&fd) {
             Some(s) => s.clone(),
             None => {
-                let s = self.register_with(poller, worker, fd, Event::none, PollMode::Level)?;
+                let add = |key| {
+                    // SAFETY: `add_with_mode` requires the fd to be deleted from the poller
+                    // before it is closed: `add_reader`/`add_writer` document that the caller
+                    // must remove the fd before closing it. On Linux (epoll) a violation
+                    // cannot corrupt memory either: the kernel drops closed fds from the
+                    // interest list by itself and `polling` keeps no per-fd state.
+                    unsafe { poller.add_with_mode(fd, Event::none(key), PollMode::Level) }
+                };
+                let s = self.register_with(worker, fd, add)?;
                 watched.insert(fd, s.clone());
                 s
             }
@@ -185,6 +204,38 @@ impl Reactor {
         poller.modify_with_mode(fd, ev, PollMode::Level)
     }
 
+    /// One `epoll_wait` on `poller` (at most `timeout`), dispatched into `fired`. If the
+    /// notifier fired, it is re-armed before returning, so the poller can be slept on again.
+    pub(crate) fn harvest(
+        &self,
+        poller: &Poller,
+        raw: &mut RawEvents,
+        timeout: Option<Duration>,
+        fired: &mut Fired,
+    ) -> io::Result<Harvest> {
+        let waited = epoll::wait(poller, raw, timeout);
+        self.dispatch(raw.iter(), fired);
+        let mut harvest = Harvest {
+            events: raw.iter().count(),
+            notified: raw.notified(),
+        };
+        if harvest.notified {
+            harvest.events += self.rearm_notifier(poller, fired)?;
+        }
+        waited.map(|_| harvest)
+    }
+
+    /// Runs `polling`'s `wait` once, with a zero timeout, for its side effects: it drains the
+    /// notifier's eventfd and re-arms it (oneshot). Events it happens to harvest are
+    /// dispatched too, without `EPOLLRDHUP` information.
+    fn rearm_notifier(&self, poller: &Poller, fired: &mut Fired) -> io::Result<usize> {
+        let mut events = self.rearm.lock();
+        events.clear();
+        poller.wait(&mut events, Some(Duration::ZERO))?;
+        self.dispatch(events.iter().map(|e| epoll::from_polling(&e)), fired);
+        Ok(events.len())
+    }
+
     /// One cheap system call: does the poller have anything to report? Consumes nothing.
     pub(crate) fn maybe_ready(poller: &Poller) -> bool {
         let mut pfd = libc::pollfd {
@@ -209,14 +260,15 @@ impl Reactor {
     }
 
     /// Turns harvested events into wakers and callbacks (to be run by the caller).
-    pub(crate) fn dispatch(&self, events: &Events, fired: &mut Fired) {
-        if events.is_empty() {
+    fn dispatch(&self, events: impl Iterator<Item = Readiness>, fired: &mut Fired) {
+        let mut events = events.peekable();
+        if events.peek().is_none() {
             return;
         }
         let sources = self.sources.lock();
-        for ev in events.iter() {
+        for ev in events {
             if let Some(source) = sources.get(ev.key) {
-                source.on_event(ev.readable, ev.writable, fired);
+                source.on_event(ev, fired);
             }
         }
     }

@@ -8,7 +8,12 @@
 //! * an operation that fails with `WouldBlock` clears `ready`, but only if no event arrived
 //!   since the readiness it acted on (same `tick`), so an edge that raced with the failing
 //!   syscall is never lost;
-//! * a fresh source starts ready in both directions: the first operation finds out.
+//! * a fresh source starts ready in both directions: the first operation finds out;
+//! * a stream read that comes back short also clears read readiness (tokio does the same),
+//!   saving the read that would only return `WouldBlock`, but only while every event since
+//!   the last `WouldBlock` said whether the peer had closed (`EPOLLRDHUP`, see `epoll`): a
+//!   FIN that came with the data raises no edge of its own, so once one was seen the
+//!   direction stays ready for good, and the reader sees the end of the stream.
 //!
 //! A direction may also carry a persistent callback (`add_reader`/`add_writer`); such fds
 //! are registered level-triggered instead, as asyncio's selector loop does, and the callback
@@ -21,6 +26,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
+
+use super::epoll::Readiness;
 
 /// Which way the IO goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +43,11 @@ pub(crate) type FdCallback = Arc<dyn Fn() + Send + Sync + 'static>;
 struct DirectionState {
     ready: bool,
     tick: u64,
+    /// The peer closed (or the fd failed): reads never block again, readiness stays.
+    closed: bool,
+    /// Every event since the last `WouldBlock` said whether the peer closed: only then may a
+    /// short read clear readiness.
+    exact: bool,
     wakers: Vec<Waker>,
     callback: Option<(FdCallback, &'static Location<'static>)>,
 }
@@ -105,13 +117,23 @@ impl Source {
     }
 
     /// Records an event from the poller and collects whom to wake or call.
-    pub(crate) fn on_event(self: &Arc<Self>, readable: bool, writable: bool, fired: &mut Fired) {
+    pub(crate) fn on_event(self: &Arc<Self>, event: Readiness, fired: &mut Fired) {
         let mut state = self.state.lock();
-        for (dir, hit) in [(Direction::Read, readable), (Direction::Write, writable)] {
+        let hits = [
+            (Direction::Read, event.readable),
+            (Direction::Write, event.writable),
+        ];
+        for (dir, hit) in hits {
             if !hit {
                 continue;
             }
             let d = &mut state[dir as usize];
+            if dir == Direction::Read {
+                match event.read_closed {
+                    Some(closed) => d.closed |= closed,
+                    None => d.exact = false,
+                }
+            }
             d.ready = true;
             d.tick = d.tick.wrapping_add(1);
             fired.wakers.append(&mut d.wakers);
@@ -145,6 +167,17 @@ impl Source {
         let mut state = self.state.lock();
         let d = &mut state[dir as usize];
         if d.tick == event.tick {
+            d.ready = false;
+            d.exact = true;
+        }
+    }
+
+    /// A stream read acting on `event` returned less than asked: forget read readiness if
+    /// that is safe (see the module docs).
+    pub(crate) fn clear_read_after_short(&self, event: ReadyEvent) {
+        let mut state = self.state.lock();
+        let d = &mut state[Direction::Read as usize];
+        if d.tick == event.tick && d.exact && !d.closed {
             d.ready = false;
         }
     }

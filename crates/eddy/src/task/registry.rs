@@ -148,7 +148,12 @@ impl TaskRegistry {
     pub(crate) fn count_of(&self, owner: Option<u32>) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().iter().filter(|(_, e)| e.meta().owner() == owner).count())
+            .map(|s| {
+                s.lock()
+                    .iter()
+                    .filter(|(_, e)| e.meta().owner() == owner)
+                    .count()
+            })
             .sum()
     }
 

@@ -4,9 +4,8 @@
 //!
 //! 1. **Tidy the timer heap** (asyncio's rebuild-or-pop rule, in `timer`).
 //! 2. **Choose a timeout and wait for IO.** If something is ready (or a timer is due) the
-//!    timeout is zero: the worker harvests IO only if it has sources and `poll(2)` on its
-//!    epoll fd says events wait (a zero-timeout `Poller::wait` costs ~1.3 µs, see
-//!    `reactor`). Otherwise the worker first serves siblings stuck in a long job (their late
+//!    timeout is zero: the worker harvests IO, with one zero-timeout `epoll_wait`, only if it
+//!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long job (their late
 //!    timers, their stranded IO), then searches (steal a batch from a random sibling, then
 //!    from the global injector), and only then parks in `Poller::wait` until its earliest
 //!    timer, a notification, IO, a busy sibling's earliest timer plus a grace period, or a
@@ -38,11 +37,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
-use polling::Events;
 
 use crate::callback::CallbackCell;
 use crate::context;
 use crate::exception::ExceptionContext;
+use crate::reactor::epoll::RawEvents;
 use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
 use crate::shared::{Job, Shared, WorkerSlot, AWAKE, STUCK_TIMER_GRACE};
 use crate::task::{Runnable, TaskId};
@@ -75,7 +74,7 @@ pub(crate) struct Worker {
     searching: Cell<bool>,
     /// xorshift state for choosing the first victim.
     rng: Cell<u64>,
-    events: RefCell<Events>,
+    events: RefCell<RawEvents>,
     /// Scratch buffer for due timers, reused across cycles.
     due: RefCell<Vec<TimerAction>>,
     /// Set while IO events are being dispatched: pushes do not wake siblings.
@@ -96,7 +95,7 @@ impl Worker {
             tick: Cell::new(0),
             searching: Cell::new(false),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
-            events: RefCell::new(Events::new()),
+            events: RefCell::new(RawEvents::new()),
             due: RefCell::new(Vec::new()),
             quiet: Cell::new(false),
         }
@@ -173,24 +172,31 @@ impl Worker {
         self.run_ready();
     }
 
-    /// Harvests IO without blocking, and only if `poll(2)` says something is there.
+    /// Harvests IO without blocking (one `epoll_wait`), if this worker has IO sources.
     fn poll_io_nonblocking(&self) {
         let slot = self.slot();
         if !slot.reactor.has_sources() {
             return;
         }
         slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
-        if Reactor::maybe_ready(&slot.poller) {
-            let mut events = self.events.borrow_mut();
-            events.clear();
-            if let Err(e) = slot.poller.wait(&mut events, Some(Duration::ZERO)) {
-                self.report_wait_error(&e);
+        let mut fired = Fired::default();
+        self.harvest(slot, Some(Duration::ZERO), &mut fired);
+        self.run_fired(fired);
+    }
+
+    /// One harvest of `slot`'s poller (ours or a stuck sibling's) into `fired`, counted on
+    /// our metrics.
+    fn harvest(&self, slot: &WorkerSlot, timeout: Option<Duration>, fired: &mut Fired) -> bool {
+        let mut raw = self.events.borrow_mut();
+        match slot.reactor.harvest(&slot.poller, &mut raw, timeout, fired) {
+            Ok(h) => {
+                self.slot().counters.io_events.add(h.events as u64);
+                h.notified
             }
-            let mut fired = Fired::default();
-            slot.reactor.dispatch(&events, &mut fired);
-            slot.counters.io_events.add(events.len() as u64);
-            drop(events);
-            self.run_fired(fired);
+            Err(e) => {
+                self.report_wait_error(&e);
+                false
+            }
         }
     }
 
@@ -360,22 +366,15 @@ impl Worker {
     /// Blocks in our poller, then dispatches what it reported.
     fn wait_for_events(&self, timeout: Option<Duration>) {
         let slot = self.slot();
-        let mut events = self.events.borrow_mut();
-        events.clear();
         let counters = &slot.counters;
         counters.parks.add(1);
         let parked_at = Instant::now();
-        if let Err(e) = slot.poller.wait(&mut events, timeout) {
-            self.report_wait_error(&e);
-        }
+        let mut fired = Fired::default();
+        self.harvest(slot, timeout, &mut fired);
         counters
             .parked_ns
             .add(parked_at.elapsed().as_nanos() as u64);
         counters.wakeups.add(1);
-        counters.io_events.add(events.len() as u64);
-        let mut fired = Fired::default();
-        slot.reactor.dispatch(&events, &mut fired);
-        drop(events);
         slot.park_deadline.store(AWAKE, SeqCst);
         slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
         self.run_fired(fired);
@@ -455,18 +454,11 @@ impl Worker {
             {
                 continue;
             }
-            let mut events = self.events.borrow_mut();
-            events.clear();
-            // `wait` only try-locks: if the owner is inside its own wait we get nothing.
-            if let Err(e) = w.poller.wait(&mut events, Some(Duration::ZERO)) {
-                self.report_wait_error(&e);
-            }
             w.reactor.note_polled(now);
-            w.reactor.dispatch(&events, &mut fired);
-            self.slot().counters.io_events.add(events.len() as u64);
-            drop(events);
-            // Our wait may have consumed a notification meant for the owner: repeat it.
-            w.notify();
+            if self.harvest(w, Some(Duration::ZERO), &mut fired) {
+                // Our wait consumed a notification meant for the owner: repeat it.
+                w.notify();
+            }
         }
         let found = !fired.wakers.is_empty() || !fired.callbacks.is_empty();
         self.run_fired(fired);

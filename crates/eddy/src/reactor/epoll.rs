@@ -1,0 +1,142 @@
+//! Direct `epoll` calls on a `polling::Poller`'s epoll fd, for the two things `polling` 3
+//! cannot do cheaply.
+//!
+//! 1. **Harvesting and parking in one system call.** `Poller::wait` makes five system calls
+//!    whatever its timeout (arm its timerfd, `epoll_ctl` it, `epoll_wait`, read its eventfd,
+//!    `epoll_ctl` that again; see the design brief). Here a harvest is one `epoll_wait` on the
+//!    poller's own fd, with a millisecond timeout rounded up (as asyncio's selectors and
+//!    tokio do), so a timer never fires early.
+//! 2. **`EPOLLRDHUP`.** `polling` never asks for it, so a FIN that arrives together with the
+//!    last data raises no edge of its own and a short read cannot prove that the next read
+//!    would block. Stream sockets are registered here with `EPOLLRDHUP`, and the events we
+//!    decode say whether the peer closed its side ([`Readiness::read_closed`]).
+//!
+//! What stays with `polling`: creating the epoll instance, level-triggered registrations
+//! (`add_reader`/`add_writer`), `delete`, and the wake-up path (`Poller::notify`, an eventfd
+//! write). Its eventfd is registered *oneshot* under the key `usize::MAX`: when one of our
+//! waits reports that key, the notifier is disarmed until `polling`'s own `wait` runs again.
+//! `WorkerSlot::rearm_notifier` does that at once, under a lock, so that the notifier is armed
+//! whenever a worker goes to sleep (the invariant that makes `notify` reliable).
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use polling::Poller;
+
+/// The key `polling` registers its notifier (and its timerfd) under.
+pub(crate) const NOTIFY_KEY: usize = usize::MAX;
+
+/// Events harvested per `epoll_wait` at most; more stay queued in the kernel for the next one.
+const CAPACITY: usize = 256;
+
+/// What one event says about one registered fd.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Readiness {
+    pub(crate) key: usize,
+    pub(crate) readable: bool,
+    pub(crate) writable: bool,
+    /// `Some(true)`: the peer closed its write side, or the fd hung up or failed, so reads
+    /// will not block again. `Some(false)`: it did not. `None`: unknown (the event came
+    /// through `polling`, which does not report `EPOLLRDHUP`).
+    pub(crate) read_closed: Option<bool>,
+}
+
+/// A buffer for [`wait`].
+pub(crate) struct RawEvents {
+    list: Vec<libc::epoll_event>,
+}
+
+impl RawEvents {
+    pub(crate) fn new() -> Self {
+        RawEvents {
+            list: Vec::with_capacity(CAPACITY),
+        }
+    }
+
+    /// True if `polling`'s notifier (or timerfd) fired: it must be re-armed.
+    pub(crate) fn notified(&self) -> bool {
+        self.list.iter().any(|e| e.u64 as usize == NOTIFY_KEY)
+    }
+
+    /// The events for our own sources.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Readiness> + '_ {
+        self.list
+            .iter()
+            .filter(|e| e.u64 as usize != NOTIFY_KEY)
+            .map(|e| decode(e.u64 as usize, e.events as i32))
+    }
+}
+
+fn decode(key: usize, flags: i32) -> Readiness {
+    let closed = libc::EPOLLRDHUP | libc::EPOLLHUP | libc::EPOLLERR;
+    Readiness {
+        key,
+        readable: flags & (libc::EPOLLIN | libc::EPOLLPRI | closed) != 0,
+        writable: flags & (libc::EPOLLOUT | libc::EPOLLHUP | libc::EPOLLERR) != 0,
+        read_closed: Some(flags & closed != 0),
+    }
+}
+
+/// The readiness `polling` reports for an event (used when its own `wait` harvested IO).
+pub(crate) fn from_polling(ev: &polling::Event) -> Readiness {
+    Readiness {
+        key: ev.key,
+        readable: ev.readable,
+        writable: ev.writable,
+        read_closed: None,
+    }
+}
+
+/// Registers `fd` with `poller`, edge-triggered, for reads, writes and the peer's FIN.
+pub(crate) fn add_edge(poller: &Poller, fd: RawFd, key: usize) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+        u64: key as u64,
+    };
+    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call; the
+    // kernel checks both file descriptors and reports a bad one as an error.
+    let rc = unsafe { libc::epoll_ctl(poller.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One `epoll_wait` on `poller`'s fd: returns at once with `Some(ZERO)`, sleeps at most
+/// `timeout` (rounded up to whole milliseconds), or until an event with `None`. An
+/// interrupted wait returns no events.
+pub(crate) fn wait(
+    poller: &Poller,
+    events: &mut RawEvents,
+    timeout: Option<Duration>,
+) -> io::Result<usize> {
+    let timeout_ms = match timeout {
+        None => -1,
+        Some(t) => {
+            let ms = t.as_nanos().div_ceil(1_000_000);
+            ms.min(i32::MAX as u128) as i32
+        }
+    };
+    events.list.clear();
+    // SAFETY: the buffer has room for `capacity()` events and the kernel writes at most
+    // `maxevents` of them; the length is set below only to the count it reports.
+    let n = unsafe {
+        libc::epoll_wait(
+            poller.as_raw_fd(),
+            events.list.as_mut_ptr(),
+            events.list.capacity() as i32,
+            timeout_ms,
+        )
+    };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        return match err.kind() {
+            io::ErrorKind::Interrupted => Ok(0),
+            _ => Err(err),
+        };
+    }
+    // SAFETY: `epoll_wait` initialised the first `n` (<= capacity) entries.
+    unsafe { events.list.set_len(n as usize) };
+    Ok(n as usize)
+}
