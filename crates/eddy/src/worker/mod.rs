@@ -250,8 +250,8 @@ impl Worker {
 
     // ----- phase 2: searching and parking --------------------------------------------------
 
-    /// Steals from a sibling, then from the injector. Gives up at once if too many workers
-    /// already search.
+    /// Steals from a sibling, then from the injector, then takes the IO events waiting for
+    /// busy siblings. Gives up at once if too many workers already search.
     fn find_work(&self) -> bool {
         if !self.searching.get() {
             if !self.shared.idle.try_start_searching() {
@@ -259,7 +259,16 @@ impl Worker {
             }
             self.searching.set(true);
         }
-        self.steal_from_siblings() || self.steal_from_injector()
+        self.steal_from_siblings() || self.steal_from_injector() || self.steal_io()
+    }
+
+    /// Harvests the pollers of siblings that are awake: their events would otherwise wait
+    /// for the sibling's next cycle (or, if its thread was preempted, for the scheduler)
+    /// while we sleep. The woken tasks run here; their sockets stay registered where they
+    /// are, so the next event goes to whichever of us looks first, as with one shared
+    /// driver. A parked sibling is left alone: its own wait is already harvesting.
+    fn steal_io(&self) -> bool {
+        self.harvest_siblings(|w| !w.is_parked())
     }
 
     fn steal_from_siblings(&self) -> bool {
@@ -437,24 +446,34 @@ impl Worker {
         timers || io
     }
 
+    /// Harvests the IO of siblings that have not for `STUCK_IO_GRACE` and have events
+    /// waiting: they are stuck in a long job, or their thread waits for a CPU (a worker woken
+    /// from its park counts: its events sit in the kernel until it runs).
     fn rescue_stranded_io(&self) -> bool {
+        let now = self.slot().timers.nanos(Instant::now());
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        self.harvest_siblings(|w| {
+            let stranded = now.saturating_sub(w.reactor.last_polled()) >= grace
+                && Reactor::maybe_ready(&w.poller);
+            if stranded {
+                w.reactor.note_polled(now);
+            }
+            stranded
+        })
+    }
+
+    /// Harvests the poller of every sibling with IO sources that `pick` chooses, and queues
+    /// what its events wake here. True if anything was woken.
+    fn harvest_siblings(&self, pick: impl Fn(&WorkerSlot) -> bool) -> bool {
         let workers = &self.shared.workers;
         if workers.len() == 1 {
             return false;
         }
-        let now = self.slot().timers.nanos(Instant::now());
-        let grace = STUCK_IO_GRACE.as_nanos() as u64;
         let mut fired = Fired::default();
         for (i, w) in workers.iter().enumerate() {
-            if i == self.index
-                || !w.reactor.has_sources()
-                || w.is_parked()
-                || now.saturating_sub(w.reactor.last_polled()) < grace
-                || !Reactor::maybe_ready(&w.poller)
-            {
+            if i == self.index || !w.reactor.has_sources() || !pick(w) {
                 continue;
             }
-            w.reactor.note_polled(now);
             if self.harvest(w, Some(Duration::ZERO), &mut fired) {
                 // Our wait consumed a notification meant for the owner: repeat it.
                 w.notify();
@@ -526,7 +545,7 @@ impl Worker {
     }
 
     /// Every 61 jobs: one job from the injector (so it is never starved by a busy local
-    /// queue), the pinned inbox, and late sibling timers.
+    /// queue), the pinned inbox, late sibling timers and stranded sibling IO.
     fn maintenance(&self) {
         self.take_inbox();
         self.rescue_stuck_siblings();
