@@ -202,3 +202,41 @@ fn a_task_queued_behind_a_stuck_worker_is_stolen() {
         "callback ended"
     );
 }
+
+/// The same when the sibling is busy itself: it always has a job ready, so it never runs
+/// out of work and never searches. It still takes the task queued behind the stuck worker,
+/// because every 61 jobs it looks for siblings that stopped making progress.
+#[test]
+fn a_task_queued_behind_a_stuck_worker_is_stolen_by_a_busy_sibling() {
+    with_deadline(Duration::from_secs(30), || {
+        let rt = Builder::new()
+            .workers(2)
+            .thread_name("busy")
+            .build()
+            .unwrap();
+        let anchors = Anchors::new(&rt, "busy", 2);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        anchors.run(1, move || async move {
+            while !s.load(Ordering::SeqCst) {
+                eddy::task::yield_now().await;
+            }
+        });
+        // Let the busy loop start before worker 0 gets stuck.
+        std::thread::sleep(Duration::from_millis(20));
+        let (tx, rx) = mpsc::channel();
+        anchors.run(0, move || async move {
+            let start = Instant::now();
+            let tx2 = tx.clone();
+            drop(eddy::spawn(async move {
+                tx2.send(("task ran", start.elapsed())).unwrap();
+            }));
+            std::thread::sleep(STUCK_FOR);
+            tx.send(("stuck job ended", start.elapsed())).unwrap();
+        });
+        let (first, at) = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        stop.store(true, Ordering::SeqCst);
+        assert_eq!(first, "task ran", "the task waited for the stuck job");
+        assert!(at < LIMIT, "the task waited {at:?}");
+    });
+}

@@ -336,6 +336,45 @@ fn yield_now_loop_does_not_starve_others() {
     });
 }
 
+/// The same for a pinned hog: a `spawn_local` task that loops on `yield_now` goes back to its
+/// worker's pinned queue each time, and must not run again ahead of the stealable tasks and
+/// callbacks that were already waiting (on one worker nobody else could run them).
+#[test]
+fn pinned_yield_now_loop_does_not_starve_stealable_jobs() {
+    with_deadline(Duration::from_secs(30), || {
+        let rt = Builder::new().workers(1).build().unwrap();
+        let spins = Arc::new(AtomicUsize::new(0));
+        let s = spins.clone();
+        let (hog_tx, hog_rx) = mpsc::channel();
+        rt.handle()
+            .call_soon_threadsafe(move || {
+                let hog = eddy::spawn_local(async move {
+                    loop {
+                        s.fetch_add(1, Ordering::Relaxed);
+                        eddy::yield_now().await;
+                    }
+                });
+                // A task and a callback queued from the worker itself, behind the hog.
+                let (tx, rx) = mpsc::channel();
+                let tx2 = tx.clone();
+                drop(eddy::spawn(async move { tx.send("task").unwrap() }));
+                eddy::call_soon(move || tx2.send("callback").unwrap());
+                hog_tx.send((hog, rx)).unwrap();
+            })
+            .unwrap();
+        let (hog, rx) = hog_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let mut got = [
+            rx.recv_timeout(Duration::from_secs(5)).expect("starved"),
+            rx.recv_timeout(Duration::from_secs(5)).expect("starved"),
+        ];
+        got.sort();
+        assert_eq!(got, ["callback", "task"]);
+        assert!(spins.load(Ordering::Relaxed) > 0);
+        hog.cancel();
+        assert!(rt.block_on(hog).unwrap_err().is_cancelled());
+    });
+}
+
 /// Local-queue fairness on one worker: tasks that yield in turn interleave (each `yield_now`
 /// sends the task to the back of the queue).
 #[test]

@@ -79,6 +79,8 @@ pub(crate) struct Worker {
     due: RefCell<Vec<TimerAction>>,
     /// Set while IO events are being dispatched: pushes do not wake siblings.
     quiet: Cell<bool>,
+    /// Each sibling's cycle counter at our last maintenance, to spot one that stalled.
+    sibling_cycles: RefCell<Vec<u64>>,
 }
 
 impl Worker {
@@ -98,6 +100,7 @@ impl Worker {
             events: RefCell::new(RawEvents::new()),
             due: RefCell::new(Vec::new()),
             quiet: Cell::new(false),
+            sibling_cycles: RefCell::new(Vec::new()),
         }
     }
 
@@ -272,34 +275,34 @@ impl Worker {
     }
 
     fn steal_from_siblings(&self) -> bool {
-        let workers = &self.shared.workers;
-        let n = workers.len();
+        let n = self.shared.workers.len();
         if n == 1 {
             return false;
         }
         let start = self.next_random() as usize % n;
-        for i in 0..n {
-            let victim = (start + i) % n;
-            if victim == self.index {
-                continue;
-            }
-            loop {
-                let before = self.ready.len();
-                match workers[victim].stealer.steal_batch(&self.ready) {
-                    Steal::Success(()) => {
-                        let counters = &self.slot().counters;
-                        counters.steal_operations.add(1);
-                        counters
-                            .stolen_items
-                            .add((self.ready.len() - before) as u64);
-                        return true;
-                    }
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
+        (0..n)
+            .map(|i| (start + i) % n)
+            .any(|victim| victim != self.index && self.steal_batch_from(victim))
+    }
+
+    /// Moves half of worker `victim`'s ready queue to ours. True if anything moved.
+    fn steal_batch_from(&self, victim: usize) -> bool {
+        let stealer = &self.shared.workers[victim].stealer;
+        loop {
+            let before = self.ready.len();
+            match stealer.steal_batch(&self.ready) {
+                Steal::Success(()) => {
+                    let counters = &self.slot().counters;
+                    counters.steal_operations.add(1);
+                    // Approximate: a sibling may be stealing from us at the same time.
+                    let moved = self.ready.len().saturating_sub(before);
+                    counters.stolen_items.add(moved as u64);
+                    return true;
                 }
+                Steal::Retry => continue,
+                Steal::Empty => return false,
             }
         }
-        false
     }
 
     fn steal_from_injector(&self) -> bool {
@@ -522,33 +525,43 @@ impl Worker {
     // ----- phase 4: running ---------------------------------------------------------------
 
     fn run_ready(&self) {
-        let n = self.pinned.borrow().len() + self.ready.len();
-        for _ in 0..n {
+        // Counted per queue: a pinned task that wakes itself goes back to `pinned` and must
+        // not run again (and again) ahead of the stealable jobs that were already waiting.
+        let mut pinned_left = self.pinned.borrow().len();
+        let mut ready_left = self.ready.len();
+        while pinned_left + ready_left > 0 {
             if self.shared.is_closed() {
                 return;
             }
+            let job = if pinned_left > 0 && (ready_left == 0 || self.tick.get() % 2 == 0) {
+                pinned_left -= 1;
+                self.pinned.borrow_mut().pop_front().map(Job::Task)
+            } else {
+                ready_left -= 1;
+                // A sibling may have stolen what we counted.
+                let job = self.ready.pop();
+                if job.is_none() {
+                    ready_left = 0;
+                }
+                job
+            };
+            let Some(job) = job else { continue };
             let tick = self.tick.get().wrapping_add(1);
             self.tick.set(tick);
             if tick % GLOBAL_QUEUE_INTERVAL == 0 {
                 self.maintenance();
             }
-            let pinned = self.pinned.borrow_mut().pop_front();
-            let job = match pinned {
-                Some(r) => Job::Task(r),
-                None => match self.ready.pop() {
-                    Some(job) => job,
-                    None => break,
-                },
-            };
             self.run_job(job);
         }
     }
 
     /// Every 61 jobs: one job from the injector (so it is never starved by a busy local
-    /// queue), the pinned inbox, late sibling timers and stranded sibling IO.
+    /// queue), the pinned inbox, late sibling timers and stranded sibling IO, and half the
+    /// queue of a sibling that stalled.
     fn maintenance(&self) {
         self.take_inbox();
         self.rescue_stuck_siblings();
+        self.steal_from_stalled_siblings();
         if self.shared.injector.is_empty() {
             return;
         }
@@ -557,6 +570,28 @@ impl Worker {
                 Steal::Success(job) => return self.run_job(job),
                 Steal::Retry => continue,
                 Steal::Empty => return,
+            }
+        }
+    }
+
+    /// Steals half the ready queue of each awake sibling that has not finished a cycle since
+    /// our previous maintenance (61 of our jobs ago, typically a few hundred µs): it is in a
+    /// long job, or its thread waits for a CPU. With more runnable threads than cores a
+    /// preempted worker waits a whole scheduler slice (~3-4 ms here) for its next turn, and
+    /// its queued tasks would wait with it, since only idle workers steal otherwise.
+    fn steal_from_stalled_siblings(&self) {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return;
+        }
+        let mut seen = self.sibling_cycles.borrow_mut();
+        seen.resize(workers.len(), u64::MAX);
+        for (i, w) in workers.iter().enumerate() {
+            let cycles = w.cycles();
+            let stalled = cycles == seen[i];
+            seen[i] = cycles;
+            if i != self.index && stalled && !w.is_parked() && !w.stealer.is_empty() {
+                self.steal_batch_from(i);
             }
         }
     }
