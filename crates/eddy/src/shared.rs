@@ -155,7 +155,8 @@ impl WorkerSlot {
         self.park_deadline.load(Ordering::SeqCst) != AWAKE
     }
 
-    /// Wakes the worker from `Poller::wait` (or makes its next wait return at once).
+    /// Wakes the worker from its park (or makes its next wait return at once): a
+    /// `Poller::notify`, i.e. an eventfd write.
     pub(crate) fn notify(&self) {
         if let Err(e) = self.poller.notify() {
             tracing::error!("failed to wake an eddy worker: {e}");

@@ -17,8 +17,8 @@
 //!   `epoll_ctl` per event, and a short read can retire readiness, see `source`);
 //!   `add_reader`/`add_writer` fds are level-triggered, as asyncio's selector loop is.
 //!
-//! **IO of a stuck worker.** If a worker is busy (not parked) and has not harvested for
-//! [`STUCK_IO_GRACE`], a sibling checks its epoll fd with `poll(2)` and, if events are
+//! **IO of a stuck worker.** If a worker has not harvested for [`STUCK_IO_GRACE`] (it is
+//! busy, or its thread was woken from its park but waits for a CPU), a sibling checks its epoll fd with `poll(2)` and, if events are
 //! waiting, harvests them itself with a zero-timeout `epoll_wait` and dispatches them: wakers
 //! run on the sibling (so the woken tasks are queued, and run, there) and fd callbacks are
 //! queued there. Three hazards of sharing a `Poller` (from the brief) are handled:

@@ -5,18 +5,20 @@
 //! 1. **Tidy the timer heap** (asyncio's rebuild-or-pop rule, in `timer`).
 //! 2. **Choose a timeout and wait for IO.** If something is ready (or a timer is due) the
 //!    timeout is zero: the worker harvests IO, with one zero-timeout `epoll_wait`, only if it
-//!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long job (their late
-//!    timers, their stranded IO), then searches (steal a batch from a random sibling, then
-//!    from the global injector), and only then parks in `Poller::wait` until its earliest
-//!    timer, a notification, IO, a busy sibling's earliest timer plus a grace period, or a
-//!    periodic look at a busy sibling's IO (`shared::STUCK_TIMER_GRACE`,
-//!    `reactor::STUCK_IO_GRACE`). With a paused clock the last worker to go idle jumps the
+//!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long
+//!    job (their timers late by `shared::STUCK_TIMER_GRACE`, IO left for
+//!    `reactor::STUCK_IO_GRACE`), then searches (steal a batch from a random sibling, then
+//!    from the global injector, then take the IO events of awake siblings), and only then
+//!    parks in one `epoll_wait` until its earliest timer, a notification or IO (the monitor
+//!    wakes it for a stuck sibling). With a paused clock the last worker to go idle jumps the
 //!    clock instead of sleeping (`clock`).
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
-//! 4. **Run exactly the jobs that were ready** when the phase began. What they schedule runs
-//!    next cycle, so one task that re-wakes itself cannot starve IO, timers or other tasks.
-//!    Every 61 jobs the worker also takes one job from the global injector (Go's and tokio's
-//!    fairness rule), absorbs its pinned-task inbox and looks for late sibling timers.
+//! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
+//!    counted separately, served alternately). What they schedule runs next cycle, so one
+//!    task that re-wakes itself cannot starve IO, timers or other tasks. Every 61 jobs the
+//!    worker also takes one job from the global injector (Go's and tokio's fairness rule),
+//!    absorbs its pinned-task inbox, serves stuck siblings' late timers and stranded IO,
+//!    and steals from a sibling that stalled.
 //!
 //! Invariants:
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
@@ -27,6 +29,7 @@
 
 pub(crate) mod idle;
 pub(crate) mod monitor;
+mod siblings;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -42,8 +45,8 @@ use crate::callback::CallbackCell;
 use crate::context;
 use crate::exception::ExceptionContext;
 use crate::reactor::epoll::RawEvents;
-use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
-use crate::shared::{Job, Shared, WorkerSlot, AWAKE, STUCK_TIMER_GRACE};
+use crate::reactor::Fired;
+use crate::shared::{Job, Shared, WorkerSlot, AWAKE};
 use crate::task::{Runnable, TaskId};
 use crate::timer::TimerAction;
 
@@ -79,8 +82,8 @@ pub(crate) struct Worker {
     due: RefCell<Vec<TimerAction>>,
     /// Set while IO events are being dispatched: pushes do not wake siblings.
     quiet: Cell<bool>,
-    /// Each sibling's cycle counter at our last maintenance, to spot one that stalled.
-    sibling_cycles: RefCell<Vec<u64>>,
+    /// Jobs each sibling had run at our last maintenance, to spot one that stalled.
+    sibling_progress: RefCell<Vec<u64>>,
 }
 
 impl Worker {
@@ -100,7 +103,7 @@ impl Worker {
             events: RefCell::new(RawEvents::new()),
             due: RefCell::new(Vec::new()),
             quiet: Cell::new(false),
-            sibling_cycles: RefCell::new(Vec::new()),
+            sibling_progress: RefCell::new(Vec::new()),
         }
     }
 
@@ -265,46 +268,6 @@ impl Worker {
         self.steal_from_siblings() || self.steal_from_injector() || self.steal_io()
     }
 
-    /// Harvests the pollers of siblings that are awake: their events would otherwise wait
-    /// for the sibling's next cycle (or, if its thread was preempted, for the scheduler)
-    /// while we sleep. The woken tasks run here; their sockets stay registered where they
-    /// are, so the next event goes to whichever of us looks first, as with one shared
-    /// driver. A parked sibling is left alone: its own wait is already harvesting.
-    fn steal_io(&self) -> bool {
-        self.harvest_siblings(|w| !w.is_parked())
-    }
-
-    fn steal_from_siblings(&self) -> bool {
-        let n = self.shared.workers.len();
-        if n == 1 {
-            return false;
-        }
-        let start = self.next_random() as usize % n;
-        (0..n)
-            .map(|i| (start + i) % n)
-            .any(|victim| victim != self.index && self.steal_batch_from(victim))
-    }
-
-    /// Moves half of worker `victim`'s ready queue to ours. True if anything moved.
-    fn steal_batch_from(&self, victim: usize) -> bool {
-        let stealer = &self.shared.workers[victim].stealer;
-        loop {
-            let before = self.ready.len();
-            match stealer.steal_batch(&self.ready) {
-                Steal::Success(()) => {
-                    let counters = &self.slot().counters;
-                    counters.steal_operations.add(1);
-                    // Approximate: a sibling may be stealing from us at the same time.
-                    let moved = self.ready.len().saturating_sub(before);
-                    counters.stolen_items.add(moved as u64);
-                    return true;
-                }
-                Steal::Retry => continue,
-                Steal::Empty => return false,
-            }
-        }
-    }
-
     fn steal_from_injector(&self) -> bool {
         loop {
             match self.shared.injector.steal_batch(&self.ready) {
@@ -334,7 +297,7 @@ impl Worker {
         x
     }
 
-    /// Sleeps in `Poller::wait` until our next timer, IO or a notification. With a paused
+    /// Sleeps in `epoll_wait` until our next timer, IO or a notification. With a paused
     /// clock, the last worker to go idle jumps the clock instead (see `clock`). Siblings stuck
     /// in a long job are not watched from here: the monitor wakes us for them.
     fn park(&self, next_timer: Option<Instant>) {
@@ -440,75 +403,6 @@ impl Worker {
         *self.due.borrow_mut() = due;
     }
 
-    /// Serves siblings stuck in a long job: fires their timers that are late by more than
-    /// the grace period, and harvests their IO if they have not for `STUCK_IO_GRACE`. True
-    /// if anything was found.
-    fn rescue_stuck_siblings(&self) -> bool {
-        let timers = self.rescue_late_timers();
-        let io = self.rescue_stranded_io();
-        timers || io
-    }
-
-    /// Harvests the IO of siblings that have not for `STUCK_IO_GRACE` and have events
-    /// waiting: they are stuck in a long job, or their thread waits for a CPU (a worker woken
-    /// from its park counts: its events sit in the kernel until it runs).
-    fn rescue_stranded_io(&self) -> bool {
-        let now = self.slot().timers.nanos(Instant::now());
-        let grace = STUCK_IO_GRACE.as_nanos() as u64;
-        self.harvest_siblings(|w| {
-            let stranded = now.saturating_sub(w.reactor.last_polled()) >= grace
-                && Reactor::maybe_ready(&w.poller);
-            if stranded {
-                w.reactor.note_polled(now);
-            }
-            stranded
-        })
-    }
-
-    /// Harvests the poller of every sibling with IO sources that `pick` chooses, and queues
-    /// what its events wake here. True if anything was woken.
-    fn harvest_siblings(&self, pick: impl Fn(&WorkerSlot) -> bool) -> bool {
-        let workers = &self.shared.workers;
-        if workers.len() == 1 {
-            return false;
-        }
-        let mut fired = Fired::default();
-        for (i, w) in workers.iter().enumerate() {
-            if i == self.index || !w.reactor.has_sources() || !pick(w) {
-                continue;
-            }
-            if self.harvest(w, Some(Duration::ZERO), &mut fired) {
-                // Our wait consumed a notification meant for the owner: repeat it.
-                w.notify();
-            }
-        }
-        let found = !fired.wakers.is_empty() || !fired.callbacks.is_empty();
-        self.run_fired(fired);
-        found
-    }
-
-    /// Fires the due timers of siblings that are late on them by more than the grace period.
-    fn rescue_late_timers(&self) -> bool {
-        let workers = &self.shared.workers;
-        if workers.len() == 1 {
-            return false;
-        }
-        let now = self.shared.clock.now();
-        let now_nanos = self.slot().timers.nanos(now);
-        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
-        let mut due = std::mem::take(&mut *self.due.borrow_mut());
-        for (i, w) in workers.iter().enumerate() {
-            if i != self.index && w.timers.next_deadline_nanos().saturating_add(grace) <= now_nanos
-            {
-                w.timers.try_take_due(now, &mut due);
-            }
-        }
-        let found = !due.is_empty();
-        self.dispatch_timers(&mut due);
-        *self.due.borrow_mut() = due;
-        found
-    }
-
     fn dispatch_timers(&self, due: &mut Vec<TimerAction>) {
         if due.is_empty() {
             return;
@@ -570,28 +464,6 @@ impl Worker {
                 Steal::Success(job) => return self.run_job(job),
                 Steal::Retry => continue,
                 Steal::Empty => return,
-            }
-        }
-    }
-
-    /// Steals half the ready queue of each awake sibling that has not finished a cycle since
-    /// our previous maintenance (61 of our jobs ago, typically a few hundred µs): it is in a
-    /// long job, or its thread waits for a CPU. With more runnable threads than cores a
-    /// preempted worker waits a whole scheduler slice (~3-4 ms here) for its next turn, and
-    /// its queued tasks would wait with it, since only idle workers steal otherwise.
-    fn steal_from_stalled_siblings(&self) {
-        let workers = &self.shared.workers;
-        if workers.len() == 1 {
-            return;
-        }
-        let mut seen = self.sibling_cycles.borrow_mut();
-        seen.resize(workers.len(), u64::MAX);
-        for (i, w) in workers.iter().enumerate() {
-            let cycles = w.cycles();
-            let stalled = cycles == seen[i];
-            seen[i] = cycles;
-            if i != self.index && stalled && !w.is_parked() && !w.stealer.is_empty() {
-                self.steal_batch_from(i);
             }
         }
     }

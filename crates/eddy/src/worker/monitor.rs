@@ -4,9 +4,10 @@
 //!
 //! Why a thread and not timeouts on the parked workers: a parked worker that woke up every
 //! few milliseconds to look at busy siblings, and busy workers that notified parked ones to
-//! keep such a watch, cost a park/wake round trip (seven system calls: `polling`'s five per
-//! wait, the eventfd write, the timerfd) several thousand times a second on a busy server,
-//! which doubled eddy's server CPU per request. The monitor costs one sleeping thread:
+//! keep such a watch, cost a park/wake round trip (then seven system calls: `polling`'s five
+//! per wait, the eventfd write, the timerfd; still two context switches now that a park is
+//! one `epoll_wait`) several thousand times a second on a busy server, which doubled eddy's
+//! server CPU per request. The monitor costs one sleeping thread:
 //!
 //! * while every worker is parked it sleeps on a condition variable until one wakes up (a
 //!   worker leaving its park checks one flag, and signals only if the monitor sleeps);

@@ -1,0 +1,160 @@
+//! Helping siblings: what one worker does for the others. Kept apart from the loop itself
+//! (`worker/mod.rs`) because none of it is needed to read `_run_once`; all of it is called
+//! from phase 2 (an idle worker, before it parks) or from the every-61-jobs maintenance of
+//! phase 4 (a busy worker).
+//!
+//! * **Stealing work** a sibling has queued: half its ready queue, either when we are idle
+//!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose cycle
+//!   counter has not moved since our previous look (`steal_from_stalled_siblings`).
+//! * **Taking IO** a sibling has not harvested: events waiting for an awake sibling when we
+//!   are idle (`steal_io`), or for any sibling that has not harvested for
+//!   `reactor::STUCK_IO_GRACE` (`rescue_stranded_io`).
+//! * **Firing late timers** of a sibling stuck in a long job (`rescue_late_timers`).
+//!
+//! Only this worker's thread calls these; they touch siblings only through what `Shared`
+//! shares on purpose (stealers, pollers and source tables, timer heaps with `try_lock`).
+
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::Steal;
+
+use super::Worker;
+use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
+use crate::shared::{WorkerSlot, STUCK_TIMER_GRACE};
+
+impl Worker {
+    /// Harvests the pollers of siblings that are awake: their events would otherwise wait
+    /// for the sibling's next cycle (or, if its thread was preempted, for the scheduler)
+    /// while we sleep. The woken tasks run here; their sockets stay registered where they
+    /// are, so the next event goes to whichever of us looks first, as with one shared
+    /// driver. A parked sibling is left alone: its own wait is already harvesting.
+    pub(super) fn steal_io(&self) -> bool {
+        self.harvest_siblings(|w| !w.is_parked())
+    }
+
+    /// Idle: steals half the queue of the first sibling that has work, starting from a
+    /// random one so that thieves spread out.
+    pub(super) fn steal_from_siblings(&self) -> bool {
+        let n = self.shared.workers.len();
+        if n == 1 {
+            return false;
+        }
+        let start = self.next_random() as usize % n;
+        (0..n)
+            .map(|i| (start + i) % n)
+            .any(|victim| victim != self.index && self.steal_batch_from(victim))
+    }
+
+    /// Moves half of worker `victim`'s ready queue to ours. True if anything moved.
+    fn steal_batch_from(&self, victim: usize) -> bool {
+        let stealer = &self.shared.workers[victim].stealer;
+        loop {
+            let before = self.ready.len();
+            match stealer.steal_batch(&self.ready) {
+                Steal::Success(()) => {
+                    let counters = &self.slot().counters;
+                    counters.steal_operations.add(1);
+                    // Approximate: a sibling may be stealing from us at the same time.
+                    let moved = self.ready.len().saturating_sub(before);
+                    counters.stolen_items.add(moved as u64);
+                    return true;
+                }
+                Steal::Retry => continue,
+                Steal::Empty => return false,
+            }
+        }
+    }
+
+    /// Serves siblings stuck in a long job: fires their timers that are late by more than
+    /// the grace period, and harvests their IO if they have not for `STUCK_IO_GRACE`. True
+    /// if anything was found.
+    pub(super) fn rescue_stuck_siblings(&self) -> bool {
+        let timers = self.rescue_late_timers();
+        let io = self.rescue_stranded_io();
+        timers || io
+    }
+
+    /// Harvests the IO of siblings that have not for `STUCK_IO_GRACE` and have events
+    /// waiting: they are stuck in a long job, or their thread waits for a CPU (a worker woken
+    /// from its park counts: its events sit in the kernel until it runs).
+    fn rescue_stranded_io(&self) -> bool {
+        let now = self.slot().timers.nanos(Instant::now());
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        self.harvest_siblings(|w| {
+            let stranded = now.saturating_sub(w.reactor.last_polled()) >= grace
+                && Reactor::maybe_ready(&w.poller);
+            if stranded {
+                w.reactor.note_polled(now);
+            }
+            stranded
+        })
+    }
+
+    /// Harvests the poller of every sibling with IO sources that `pick` chooses, and queues
+    /// what its events wake here. True if anything was woken.
+    fn harvest_siblings(&self, pick: impl Fn(&WorkerSlot) -> bool) -> bool {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return false;
+        }
+        let mut fired = Fired::default();
+        for (i, w) in workers.iter().enumerate() {
+            if i == self.index || !w.reactor.has_sources() || !pick(w) {
+                continue;
+            }
+            if self.harvest(w, Some(Duration::ZERO), &mut fired) {
+                // Our wait consumed a notification meant for the owner: repeat it.
+                w.notify();
+            }
+        }
+        let found = !fired.wakers.is_empty() || !fired.callbacks.is_empty();
+        self.run_fired(fired);
+        found
+    }
+
+    /// Fires the due timers of siblings that are late on them by more than the grace period.
+    fn rescue_late_timers(&self) -> bool {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return false;
+        }
+        let now = self.shared.clock.now();
+        let now_nanos = self.slot().timers.nanos(now);
+        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
+        let mut due = std::mem::take(&mut *self.due.borrow_mut());
+        for (i, w) in workers.iter().enumerate() {
+            if i != self.index && w.timers.next_deadline_nanos().saturating_add(grace) <= now_nanos
+            {
+                w.timers.try_take_due(now, &mut due);
+            }
+        }
+        let found = !due.is_empty();
+        self.dispatch_timers(&mut due);
+        *self.due.borrow_mut() = due;
+        found
+    }
+
+    /// Steals half the ready queue of each awake sibling that has not finished a job since
+    /// our previous maintenance (61 of our jobs ago, typically a few hundred µs): it is in a
+    /// long job, or its thread waits for a CPU. (Jobs, not `_run_once` cycles: one cycle of a
+    /// busy worker runs thousands of jobs, and stealing from a worker that is merely busy
+    /// only bounces tasks between caches.) With more runnable threads than cores a
+    /// preempted worker waits a whole scheduler slice (~3-4 ms here) for its next turn, and
+    /// its queued tasks would wait with it, since only idle workers steal otherwise.
+    pub(super) fn steal_from_stalled_siblings(&self) {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return;
+        }
+        let mut seen = self.sibling_progress.borrow_mut();
+        seen.resize(workers.len(), u64::MAX);
+        for (i, w) in workers.iter().enumerate() {
+            let jobs = w.counters.tasks_polled.get() + w.counters.callbacks_run.get();
+            let stalled = jobs == seen[i];
+            seen[i] = jobs;
+            if i != self.index && stalled && !w.is_parked() && !w.stealer.is_empty() {
+                self.steal_batch_from(i);
+            }
+        }
+    }
+}
