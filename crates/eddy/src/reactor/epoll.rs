@@ -94,8 +94,8 @@ pub(crate) fn add_edge(poller: &Poller, fd: RawFd, key: usize) -> io::Result<()>
         events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
         u64: key as u64,
     };
-    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call; the
-    // kernel checks both file descriptors and reports a bad one as an error.
+    // The kernel checks both file descriptors and reports a bad one as an error.
+    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call.
     let rc = unsafe { libc::epoll_ctl(poller.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -119,8 +119,9 @@ pub(crate) fn wait(
         }
     };
     events.list.clear();
-    // SAFETY: the buffer has room for `capacity()` events and the kernel writes at most
-    // `maxevents` of them; the length is set below only to the count it reports.
+    // The kernel writes at most `maxevents` entries; the length is set below only to the
+    // count it reports.
+    // SAFETY: the pointer and `maxevents` describe the vector's spare capacity.
     let n = unsafe {
         libc::epoll_wait(
             poller.as_raw_fd(),

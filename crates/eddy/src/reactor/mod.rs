@@ -18,10 +18,10 @@
 //!   `add_reader`/`add_writer` fds are level-triggered, as asyncio's selector loop is.
 //!
 //! **IO of a stuck worker.** If a worker has not harvested for [`STUCK_IO_GRACE`] (it is
-//! busy, or its thread was woken from its park but waits for a CPU), a sibling checks its epoll fd with `poll(2)` and, if events are
-//! waiting, harvests them itself with a zero-timeout `epoll_wait` and dispatches them: wakers
-//! run on the sibling (so the woken tasks are queued, and run, there) and fd callbacks are
-//! queued there. Three hazards of sharing a `Poller` (from the brief) are handled:
+//! busy, or its thread was woken from its park but waits for a CPU), a sibling checks its
+//! epoll fd with `poll(2)` and, if events are waiting, harvests them itself with a
+//! zero-timeout `epoll_wait` and dispatches them: wakers run on the sibling (so the woken
+//! tasks are queued, and run, there) and fd callbacks are queued there. Three hazards of sharing a `Poller` (from the brief) are handled:
 //!
 //! 1. *One waiter per poller*: `polling`'s `wait` only try-locks. We call it for nothing but
 //!    re-arming, always under our own `rearm` lock, so its try-lock never fails and a
@@ -46,9 +46,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use polling::{Event, Events, PollMode, Poller};
+use slab::Slab;
 
 use epoll::{RawEvents, Readiness};
-use slab::Slab;
 
 pub(crate) use source::{Direction, FdCallback, Fired, Source};
 
@@ -158,11 +158,12 @@ impl Reactor {
             Some(s) => s.clone(),
             None => {
                 let add = |key| {
-                    // SAFETY: `add_with_mode` requires the fd to be deleted from the poller
-                    // before it is closed: `add_reader`/`add_writer` document that the caller
-                    // must remove the fd before closing it. On Linux (epoll) a violation
-                    // cannot corrupt memory either: the kernel drops closed fds from the
-                    // interest list by itself and `polling` keeps no per-fd state.
+                    // `add_with_mode` requires the fd to be deleted from the poller before it
+                    // is closed: `add_reader`/`add_writer` document that the caller must
+                    // remove the fd before closing it. On Linux (epoll) a violation cannot
+                    // corrupt memory either: the kernel drops closed fds from the interest
+                    // list by itself and `polling` keeps no per-fd state.
+                    // SAFETY: so the fd stays registered only while it is open.
                     unsafe { poller.add_with_mode(fd, Event::none(key), PollMode::Level) }
                 };
                 let s = self.register_with(worker, fd, add)?;
