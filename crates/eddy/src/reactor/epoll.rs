@@ -103,6 +103,15 @@ pub(crate) fn add_edge(poller: &Poller, fd: RawFd, key: usize) -> io::Result<()>
     Ok(())
 }
 
+/// `epoll_wait`'s timeout argument: whole milliseconds rounded up (a timer never fires
+/// early), `-1` for none, clamped to what the kernel takes.
+fn timeout_ms(timeout: Option<Duration>) -> i32 {
+    match timeout {
+        None => -1,
+        Some(t) => t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
+    }
+}
+
 /// One `epoll_wait` on `poller`'s fd: returns at once with `Some(ZERO)`, sleeps at most
 /// `timeout` (rounded up to whole milliseconds), or until an event with `None`. An
 /// interrupted wait returns no events.
@@ -111,13 +120,7 @@ pub(crate) fn wait(
     events: &mut RawEvents,
     timeout: Option<Duration>,
 ) -> io::Result<usize> {
-    let timeout_ms = match timeout {
-        None => -1,
-        Some(t) => {
-            let ms = t.as_nanos().div_ceil(1_000_000);
-            ms.min(i32::MAX as u128) as i32
-        }
-    };
+    let timeout_ms = timeout_ms(timeout);
     events.list.clear();
     // The kernel writes at most `maxevents` entries; the length is set below only to the
     // count it reports.
@@ -140,4 +143,59 @@ pub(crate) fn wait(
     // SAFETY: `epoll_wait` initialised the first `n` (<= capacity) entries.
     unsafe { events.list.set_len(n as usize) };
     Ok(n as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn timeouts_round_up_to_whole_milliseconds() {
+        assert_eq!(timeout_ms(None), -1);
+        assert_eq!(timeout_ms(Some(Duration::ZERO)), 0);
+        assert_eq!(timeout_ms(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(timeout_ms(Some(Duration::from_millis(1))), 1);
+        assert_eq!(timeout_ms(Some(Duration::from_micros(1_001))), 2);
+        assert_eq!(timeout_ms(Some(Duration::from_secs(u64::MAX))), i32::MAX);
+    }
+
+    #[test]
+    fn flags_decode_into_directions_and_peer_close() {
+        let data = decode(1, libc::EPOLLIN);
+        assert!(data.readable && !data.writable);
+        assert_eq!(data.read_closed, Some(false));
+        let fin = decode(1, libc::EPOLLIN | libc::EPOLLRDHUP);
+        assert!(fin.readable);
+        assert_eq!(fin.read_closed, Some(true));
+        let out = decode(1, libc::EPOLLOUT);
+        assert!(out.writable && !out.readable);
+        let hup = decode(1, libc::EPOLLHUP);
+        assert!(hup.readable && hup.writable);
+        assert_eq!(hup.read_closed, Some(true));
+    }
+
+    #[test]
+    fn an_edge_source_reports_data_and_the_peer_closing() -> io::Result<()> {
+        let poller = Poller::new()?;
+        let (mut a, b) = UnixStream::pair()?;
+        b.set_nonblocking(true)?;
+        add_edge(&poller, b.as_raw_fd(), 7)?;
+        let mut events = RawEvents::new();
+        // Fresh registration: writable at once, nothing to read.
+        wait(&poller, &mut events, Some(Duration::from_secs(5)))?;
+        let ev: Vec<Readiness> = events.iter().collect();
+        assert_eq!(ev.len(), 1);
+        assert!(ev[0].key == 7 && ev[0].writable && !ev[0].readable);
+        // Data and FIN together: one event that says both.
+        a.write_all(b"last")?;
+        a.shutdown(std::net::Shutdown::Write)?;
+        wait(&poller, &mut events, Some(Duration::from_secs(5)))?;
+        let ev: Vec<Readiness> = events.iter().collect();
+        assert!(ev.iter().any(|e| e.readable && e.read_closed == Some(true)));
+        assert!(!events.notified());
+        poller.delete(&b)?;
+        Ok(())
+    }
 }
