@@ -213,53 +213,32 @@ impl<T: AsFd> Async<T> {
         self.poll_with(Direction::Write, cx, &mut op)
     }
 
-    /// A stream write of `len` bytes: as `poll_with`, and a short write (`0 < n < len`)
-    /// forgets the readiness it acted on, because the socket's send buffer is full and the
-    /// next attempt would only return `WouldBlock`. That saves a system call per backlog
-    /// episode; the edge raised when the buffer drains (or an error) moves the tick, so it is
-    /// not lost. [`poll_short_read`](Self::poll_short_read) is the read-side counterpart.
-    pub(crate) fn poll_short_write(
+    /// A stream read or write of `len` bytes: as `poll_with`, and a short transfer
+    /// (`0 < n < len`) forgets the readiness it acted on when the next attempt would only
+    /// return `WouldBlock`, saving that system call:
+    ///
+    /// * a short write means the send buffer is full; the edge raised when it drains (or an
+    ///   error) moves the tick, so it is not lost;
+    /// * a short read means the receive buffer is empty, unless the peer closed: the source
+    ///   decides (no FIN seen, every event since the last `WouldBlock` carried `EPOLLRDHUP`;
+    ///   see `reactor::source`). On a request/response connection that is one read fewer per
+    ///   request.
+    pub(crate) fn poll_stream(
         &self,
+        dir: Direction,
         cx: &mut Context<'_>,
         len: usize,
         op: &mut impl FnMut(&T) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         let source = self.source()?;
         loop {
-            let event = ready!(source.poll_ready(Direction::Write, cx));
+            let event = ready!(source.poll_ready(dir, cx));
             match op(self.get_ref()) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    source.clear_ready(Direction::Write, event);
+                    source.clear_ready(dir, event);
                 }
                 Ok(n) if n > 0 && n < len => {
-                    source.clear_ready(Direction::Write, event);
-                    return Poll::Ready(Ok(n));
-                }
-                res => return Poll::Ready(res),
-            }
-        }
-    }
-
-    /// A stream read into a buffer of `len` bytes: as `poll_with`, and a short read
-    /// (`0 < n < len`) forgets read readiness when the source can prove the next read would
-    /// block (no FIN seen, every event since the last `WouldBlock` carried `EPOLLRDHUP`; see
-    /// `reactor::source`). That saves the `WouldBlock` read after every request on a
-    /// request/response connection.
-    pub(crate) fn poll_short_read(
-        &self,
-        cx: &mut Context<'_>,
-        len: usize,
-        op: &mut impl FnMut(&T) -> io::Result<usize>,
-    ) -> Poll<io::Result<usize>> {
-        let source = self.source()?;
-        loop {
-            let event = ready!(source.poll_ready(Direction::Read, cx));
-            match op(self.get_ref()) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    source.clear_ready(Direction::Read, event);
-                }
-                Ok(n) if n > 0 && n < len => {
-                    source.clear_read_after_short(event);
+                    source.clear_after_short(dir, event);
                     return Poll::Ready(Ok(n));
                 }
                 res => return Poll::Ready(res),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::io::Async;
+use crate::reactor::Direction;
 
 /// The std socket types a [`Conn`] can hold.
 pub(crate) trait StreamSocket: AsFd + Send + Sync + 'static
@@ -96,12 +97,14 @@ where
     ) -> Poll<io::Result<usize>> {
         let len = buf.len();
         self.0
-            .poll_short_read(cx, len, &mut |mut s: &S| s.read(&mut *buf))
+            .poll_stream(Direction::Read, cx, len, &mut |mut s: &S| s.read(&mut *buf))
     }
 
     pub(crate) fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.0
-            .poll_short_write(cx, buf.len(), &mut |mut s: &S| s.write(buf))
+            .poll_stream(Direction::Write, cx, buf.len(), &mut |mut s: &S| {
+                s.write(buf)
+            })
     }
 
     pub(crate) fn poll_shutdown(&self) -> Poll<io::Result<()>> {

@@ -172,12 +172,14 @@ impl Source {
         }
     }
 
-    /// A stream read acting on `event` returned less than asked: forget read readiness if
-    /// that is safe (see the module docs).
-    pub(crate) fn clear_read_after_short(&self, event: ReadyEvent) {
+    /// A stream transfer acting on `event` moved less than asked: forget that readiness. A
+    /// short write always may (the send buffer is full); a short read only if the peer has
+    /// not closed and every event since the last `WouldBlock` said so (see the module docs).
+    pub(crate) fn clear_after_short(&self, dir: Direction, event: ReadyEvent) {
         let mut state = self.state.lock();
-        let d = &mut state[Direction::Read as usize];
-        if d.tick == event.tick && d.exact && !d.closed {
+        let d = &mut state[dir as usize];
+        let provable = dir == Direction::Write || (d.exact && !d.closed);
+        if d.tick == event.tick && provable {
             d.ready = false;
         }
     }
