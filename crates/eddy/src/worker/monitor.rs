@@ -9,8 +9,9 @@
 //! one `epoll_wait`) several thousand times a second on a busy server, which doubled eddy's
 //! server CPU per request. The monitor costs one sleeping thread:
 //!
-//! * while every worker is parked it sleeps on a condition variable until one wakes up (a
-//!   worker leaving its park checks one flag, and signals only if the monitor sleeps);
+//! * once every worker is parked and none ran a cycle for a whole interval, it sleeps on a
+//!   condition variable until one wakes up (a worker leaving its park checks one flag, and
+//!   signals only if the monitor sleeps);
 //! * otherwise it wakes every [`CHECK_INTERVAL`], and for each awake worker whose cycle
 //!   counter has not moved since the last check (one job has run for a whole interval) and
 //!   that has something waiting (queued jobs, timers, IO sources), it notifies one parked
@@ -60,10 +61,15 @@ impl MonitorState {
 pub(crate) fn run(shared: &Shared) {
     let state = &shared.monitor;
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
+    // Whether any worker completed a cycle during the last interval. The monitor sleeps
+    // without a timeout only after a whole quiet interval: a server that parks between
+    // requests would otherwise put it to sleep at every look, and every request would pay a
+    // futex wake-up for it (`worker_awake`) on its way in.
+    let mut active = true;
     while !shared.is_closed() {
         {
             let mut guard = state.lock.lock();
-            if shared.idle.all_parked() {
+            if !active && shared.idle.all_parked() {
                 state.idle.store(true, Ordering::SeqCst);
                 // Re-check after publishing `idle`: a worker that woke in between either saw
                 // the flag (and will signal) or is visible as awake here.
@@ -71,12 +77,15 @@ pub(crate) fn run(shared: &Shared) {
                     state.cv.wait(&mut guard);
                 }
                 state.idle.store(false, Ordering::SeqCst);
+                active = true;
                 continue;
             }
             state.cv.wait_for(&mut guard, CHECK_INTERVAL);
         }
+        active = false;
         for (i, w) in shared.workers.iter().enumerate() {
             let cycles = w.cycles();
+            active |= cycles != last_cycles[i];
             let stuck = !w.is_parked() && cycles == last_cycles[i];
             last_cycles[i] = cycles;
             if stuck && w.has_pending_work() {
