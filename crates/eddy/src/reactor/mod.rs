@@ -215,9 +215,8 @@ impl Reactor {
         fired: &mut Fired,
     ) -> io::Result<Harvest> {
         let waited = epoll::wait(poller, raw, timeout);
-        self.dispatch(raw.iter(), fired);
         let mut harvest = Harvest {
-            events: raw.iter().count(),
+            events: self.dispatch(raw.iter(), fired),
             notified: raw.notified(),
         };
         if harvest.notified {
@@ -233,8 +232,7 @@ impl Reactor {
         let mut events = self.rearm.lock();
         events.clear();
         poller.wait(&mut events, Some(Duration::ZERO))?;
-        self.dispatch(events.iter().map(|e| epoll::from_polling(&e)), fired);
-        Ok(events.len())
+        Ok(self.dispatch(events.iter().map(|e| epoll::from_polling(&e)), fired))
     }
 
     /// One cheap system call: does the poller have anything to report? Consumes nothing.
@@ -261,17 +259,21 @@ impl Reactor {
     }
 
     /// Turns harvested events into wakers and callbacks (to be run by the caller).
-    fn dispatch(&self, events: impl Iterator<Item = Readiness>, fired: &mut Fired) {
+    /// Returns the number of events.
+    fn dispatch(&self, events: impl Iterator<Item = Readiness>, fired: &mut Fired) -> usize {
         let mut events = events.peekable();
         if events.peek().is_none() {
-            return;
+            return 0;
         }
         let sources = self.sources.lock();
+        let mut n = 0;
         for ev in events {
+            n += 1;
             if let Some(source) = sources.get(ev.key) {
                 source.on_event(ev, fired);
             }
         }
+        n
     }
 }
 

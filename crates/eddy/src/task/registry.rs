@@ -132,16 +132,7 @@ impl TaskRegistry {
 
     /// A clone of the waker of every registered task of `owner` (`None`: stealable tasks).
     pub(crate) fn wakers_of(&self, owner: Option<u32>) -> Vec<Waker> {
-        let mut out = Vec::new();
-        for shard in self.shards.iter() {
-            let s = shard.lock();
-            out.extend(
-                s.iter()
-                    .filter(|(_, e)| e.meta().owner() == owner)
-                    .map(|(_, e)| e.waker.clone()),
-            );
-        }
-        out
+        self.wakers_where(|meta| meta.owner() == owner)
     }
 
     /// Number of registered tasks of `owner`.
@@ -159,9 +150,18 @@ impl TaskRegistry {
 
     /// A clone of every registered waker (to wake them all outside the locks).
     pub(crate) fn wakers(&self) -> Vec<Waker> {
+        self.wakers_where(|_| true)
+    }
+
+    fn wakers_where(&self, pick: impl Fn(&TaskMeta) -> bool) -> Vec<Waker> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.lock().iter().map(|(_, e)| e.waker.clone()));
+            let s = shard.lock();
+            out.extend(
+                s.iter()
+                    .filter(|(_, e)| pick(e.meta()))
+                    .map(|(_, e)| e.waker.clone()),
+            );
         }
         out
     }

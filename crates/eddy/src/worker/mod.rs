@@ -346,12 +346,13 @@ impl Worker {
         let parked_at = Instant::now();
         let mut fired = Fired::default();
         self.harvest(slot, timeout, &mut fired);
+        let woke_at = Instant::now();
         counters
             .parked_ns
-            .add(parked_at.elapsed().as_nanos() as u64);
+            .add((woke_at - parked_at).as_nanos() as u64);
         counters.wakeups.add(1);
         slot.park_deadline.store(AWAKE, SeqCst);
-        slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
+        slot.reactor.note_polled(slot.timers.nanos(woke_at));
         self.run_fired(fired);
     }
 
