@@ -47,6 +47,44 @@ def load(run_dir, workload, runtime):
     return None
 
 
+def time_cell(got, many):
+    """A time cell: one run's median (± its MAD), or the median of the runs' medians [range]."""
+    if not got:
+        return "n/a"
+    if not many:
+        median, mad = got[0]
+        return f"{fmt_time(median)} (±{100 * mad / median:.0f}%)"
+    meds = [m for m, _ in got]
+    return (
+        f"{fmt_time(statistics.median(meds))} "
+        f"[{fmt_time(min(meds))}–{fmt_time(max(meds))}]"
+    )
+
+
+def ratio_cell(ratios, many, digits, list_runs=False):
+    """A ratio cell: one run's ratio, or the median of the per-run ratios [range]."""
+    if not ratios:
+        return "n/a"
+    if not many:
+        return f"{ratios[0]:.{digits}f}"
+    cell = (
+        f"**{statistics.median(ratios):.{digits}f}** "
+        f"[{min(ratios):.{digits}f}–{max(ratios):.{digits}f}]"
+    )
+    if list_runs:
+        cell += f" (runs: {' / '.join(f'{r:.{digits}f}' for r in ratios)})"
+    return cell
+
+
+def ratios_of(per_run, num, den):
+    """Per-run ratios num/den, for the runs that measured both."""
+    return [
+        run[num][0] / run[den][0]
+        for run in per_run
+        if run[num] is not None and run[den] is not None
+    ]
+
+
 def main():
     args = sys.argv[1:]
     ids = RUNTIMES
@@ -62,34 +100,12 @@ def main():
     print("|---|---:|---:|---:|---:|---:|")
     for w in workloads:
         per_run = [{rt: load(r, w, rt) for rt in RUNTIMES} for r in runs]
-        cells = []
-        for rt in RUNTIMES:
-            got = [run[rt] for run in per_run if run[rt] is not None]
-            if not got:
-                cells.append("n/a")
-            elif not many:
-                median, mad = got[0]
-                cells.append(f"{fmt_time(median)} (±{100 * mad / median:.0f}%)")
-            else:
-                meds = [m for m, _ in got]
-                cells.append(
-                    f"{fmt_time(statistics.median(meds))} "
-                    f"[{fmt_time(min(meds))}–{fmt_time(max(meds))}]"
-                )
+        cells = [
+            time_cell([run[rt] for run in per_run if run[rt] is not None], many)
+            for rt in RUNTIMES
+        ]
         for other in ("tokio", "smol"):
-            ratios = [
-                run["eddy"][0] / run[other][0]
-                for run in per_run
-                if run["eddy"] is not None and run[other] is not None
-            ]
-            if not ratios:
-                cells.append("n/a")
-            elif not many:
-                cells.append(f"{ratios[0]:.2f}")
-            else:
-                cells.append(
-                    f"**{statistics.median(ratios):.2f}** [{min(ratios):.2f}–{max(ratios):.2f}]"
-                )
+            cells.append(ratio_cell(ratios_of(per_run, "eddy", other), many, 2))
         print(f"| {w} | " + " | ".join(cells) + " |")
 
 
@@ -101,36 +117,11 @@ def table_ids(runs, workloads, ids, many):
     print("|---|" + "---:|" * len(head))
     for w in workloads:
         per_run = [{i: load(r, w, i) for i in ids} for r in runs]
-        cells = []
-        for i in ids:
-            got = [run[i] for run in per_run if run[i] is not None]
-            if not got:
-                cells.append("n/a")
-            elif not many:
-                median, mad = got[0]
-                cells.append(f"{fmt_time(median)} (±{100 * mad / median:.0f}%)")
-            else:
-                meds = [m for m, _ in got]
-                cells.append(
-                    f"{fmt_time(statistics.median(meds))} "
-                    f"[{fmt_time(min(meds))}–{fmt_time(max(meds))}]"
-                )
+        cells = [
+            time_cell([run[i] for run in per_run if run[i] is not None], many) for i in ids
+        ]
         for i in ids[1:]:
-            ratios = [
-                run[i][0] / run[base][0]
-                for run in per_run
-                if run[i] is not None and run[base] is not None
-            ]
-            if not ratios:
-                cells.append("n/a")
-            elif not many:
-                cells.append(f"{ratios[0]:.3f}")
-            else:
-                cells.append(
-                    f"**{statistics.median(ratios):.3f}** "
-                    f"[{min(ratios):.3f}–{max(ratios):.3f}] "
-                    f"(runs: {' / '.join(f'{r:.3f}' for r in ratios)})"
-                )
+            cells.append(ratio_cell(ratios_of(per_run, i, base), many, 3, list_runs=True))
         print(f"| {w} | " + " | ".join(cells) + " |")
 
 
