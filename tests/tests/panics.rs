@@ -10,6 +10,17 @@ use eddy_tests::{
     ExpectedPayload, EXPECTED,
 };
 
+/// A runtime with `workers` workers whose exception handler records into the returned log.
+fn logged_runtime(workers: usize) -> (eddy::Runtime, ExceptionLog) {
+    let log = ExceptionLog::new();
+    let rt = Builder::new()
+        .workers(workers)
+        .exception_handler(log.handler())
+        .build()
+        .unwrap();
+    (rt, log)
+}
+
 /// 10% of 100,000 tasks panic (some at once, some after a yield or a sleep): the other
 /// 90,000 all complete, each panicked task gives `TaskError::Panicked` with its message to its
 /// awaiter, and (since every panic was retrieved) nothing reaches the exception handler.
@@ -18,12 +29,7 @@ fn ten_percent_of_100_000_tasks_panic_the_rest_complete() {
     const N: u64 = 100_000;
     quiet_expected_panics();
     with_deadline(Duration::from_secs(120), || {
-        let log = ExceptionLog::new();
-        let rt = Builder::new()
-            .workers(2)
-            .exception_handler(log.handler())
-            .build()
-            .unwrap();
+        let (rt, log) = logged_runtime(2);
         let (ok, panicked, ok_sum) = rt.block_on(async {
             let tasks: Vec<_> = (0..N)
                 .map(|i| {
@@ -86,12 +92,7 @@ fn unretrieved_task_panics_are_reported() {
     const N: usize = 1_000;
     quiet_expected_panics();
     with_deadline(Duration::from_secs(60), || {
-        let log = ExceptionLog::new();
-        let rt = Builder::new()
-            .workers(2)
-            .exception_handler(log.handler())
-            .build()
-            .unwrap();
+        let (rt, log) = logged_runtime(2);
         let handle = rt.handle();
         let line = line!() + 3;
         let mut ids = Vec::new();
@@ -156,12 +157,7 @@ fn unretrieved_task_panics_are_reported() {
 fn panicking_callbacks_are_reported_with_their_call_site() {
     quiet_expected_panics();
     with_deadline(Duration::from_secs(30), || {
-        let log = ExceptionLog::new();
-        let rt = Builder::new()
-            .workers(1)
-            .exception_handler(log.handler())
-            .build()
-            .unwrap();
+        let (rt, log) = logged_runtime(1);
         let after = Arc::new(AtomicUsize::new(0));
         let a = after.clone();
         let (soon_line, later_line) = rt.block_on(async move {
@@ -224,12 +220,7 @@ fn panicking_callbacks_are_reported_with_their_call_site() {
 fn many_panicking_callbacks_do_not_disturb_the_others() {
     quiet_expected_panics();
     with_deadline(Duration::from_secs(60), || {
-        let log = ExceptionLog::new();
-        let rt = Builder::new()
-            .workers(2)
-            .exception_handler(log.handler())
-            .build()
-            .unwrap();
+        let (rt, log) = logged_runtime(2);
         let good = Arc::new(AtomicUsize::new(0));
         let handle = rt.handle();
         for i in 0..100_000u32 {
@@ -347,12 +338,7 @@ fn child_panic_in_a_finished_futures_destructor() {
     }
     quiet_expected_panics();
     with_deadline(Duration::from_secs(30), || {
-        let log = ExceptionLog::new();
-        let rt = Builder::new()
-            .workers(1)
-            .exception_handler(log.handler())
-            .build()
-            .unwrap();
+        let (rt, log) = logged_runtime(1);
         let t = rt.handle().spawn(ReadyThenPanicOnDrop {
             _bomb: PanicOnDrop,
             yielded: false,
