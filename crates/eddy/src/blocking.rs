@@ -86,7 +86,7 @@ impl BlockingPool {
 
     /// Schedule function of blocking tasks.
     pub(crate) fn schedule(runnable: Runnable) {
-        let shared = runnable.metadata().shared.clone();
+        let shared = runnable.meta().shared.clone();
         let pool = &shared.blocking;
         let mut state = pool.state.lock();
         if state.shutdown {
@@ -207,7 +207,14 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    crate::task::spawn_with(shared, async move { f() }, location, None, |r| {
-        BlockingPool::schedule(r)
-    })
+    crate::task::spawn_on::<_, BlockingQueue>(shared, async move { f() }, location, None)
+}
+
+/// Where blocking tasks go when woken: the pool's queue.
+struct BlockingQueue;
+
+impl crate::task::Queue for BlockingQueue {
+    fn schedule(runnable: Runnable) {
+        BlockingPool::schedule(runnable)
+    }
 }

@@ -106,7 +106,7 @@ pub(crate) fn is_worker_of(shared: &Arc<Shared>) -> bool {
 /// the task's runtime; otherwise gives it back.
 pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
     CURRENT.with(|c| match &*c.borrow() {
-        Some(Current::Worker(w)) if Arc::ptr_eq(w.shared(), &runnable.metadata().shared) => {
+        Some(Current::Worker(w)) if Arc::ptr_eq(w.shared(), &runnable.meta().shared) => {
             w.push_local(Job::Task(runnable));
             None
         }
@@ -118,8 +118,8 @@ pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
 pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
     CURRENT.with(|c| match &*c.borrow() {
         Some(Current::Worker(w))
-            if Arc::ptr_eq(w.shared(), &runnable.metadata().shared)
-                && runnable.metadata().owner() == Some(w.index() as u32) =>
+            if Arc::ptr_eq(w.shared(), &runnable.meta().shared)
+                && runnable.meta().owner() == Some(w.index() as u32) =>
         {
             w.push_pinned(runnable);
             None

@@ -81,7 +81,7 @@ impl Job {
 impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Job::Task(r) => write!(f, "Task({})", r.metadata().id),
+            Job::Task(r) => write!(f, "Task({})", r.meta().id),
             Job::Callback(c) => write!(f, "Callback({})", c.location()),
         }
     }
@@ -263,7 +263,7 @@ impl Shared {
             None => return,
             Some(r) => r,
         };
-        let shared = runnable.metadata().shared.clone();
+        let shared = runnable.meta().shared.clone();
         shared.push_remote(Job::Task(runnable));
     }
 
@@ -274,11 +274,8 @@ impl Shared {
             None => return,
             Some(r) => r,
         };
-        let shared = runnable.metadata().shared.clone();
-        let owner = runnable
-            .metadata()
-            .owner()
-            .expect("pinned task without owner");
+        let shared = runnable.meta().shared.clone();
+        let owner = runnable.meta().owner().expect("pinned task without owner");
         let slot = &shared.workers[owner as usize];
         if slot.exited.load(Ordering::SeqCst) {
             // The owner is gone. A `!Send` future must not be dropped on this thread, so the

@@ -1,110 +1,212 @@
-//! Building task cells: the future wrapper every task runs in, and the two spawn paths.
+//! The typed half of a task cell, and the spawn paths.
 //!
-//! [`TaskFuture`] is what `async-task` actually polls. Around the user's future it adds:
+//! A [`Cell`] is one allocation: the [`Header`] (state word, awaiter, [`TaskMeta`]) followed by
+//! a stage that holds first the running future (with the task's context variables) and then
+//! its output. `raw` decides *when* the stage may be touched; the functions here decide
+//! *what* a poll does:
 //!
-//! 1. **Cancellation.** If the task was cancelled or the runtime closed, the next poll does
-//!    not touch the user's future and completes with `Err(TaskError::Cancelled)`; the cell
-//!    then drops the future.
+//! 1. **Cancellation.** If the task was cancelled or the runtime closed, the poll does not
+//!    touch the user's future: it drops it and completes with `Err(TaskError::Cancelled)`.
 //! 2. **Panic containment.** A panic in `poll` is caught and becomes
-//!    `Err(TaskError::Panicked)`; the worker never sees it.
-//! 3. **Registry membership.** On the first `Pending` the task's waker goes into the runtime's
-//!    registry; it leaves on completion or drop (see `registry`).
-//!
-//! The wrapper borrows the task's [`TaskMeta`] from inside the same allocation. That borrow is
-//! why we call `async_task::Builder::spawn_unchecked` (its documented purpose) rather than
-//! `spawn`; the safety argument is written next to each call.
+//!    `Err(TaskError::Panicked)`; panics of the future's or the output's destructor go to the
+//!    exception handler. The worker never sees them.
+//! 3. **Registry membership.** A task is registered when spawned and leaves the registry the
+//!    moment its future is gone (see `registry`).
 
+use std::cell::UnsafeCell;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::pin::Pin;
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-
-use async_task::{Builder, ScheduleInfo, WithInfo};
 
 use crate::contextvar::{self, Context as VarContext};
 use crate::exception::ExceptionContext;
 use crate::shared::Shared;
-use crate::task::{Runnable, Task, TaskError, TaskMeta, TaskPanic};
+use crate::task::raw::{Header, JoinHandle, Runnable, VTable};
+use crate::task::{Task, TaskError, TaskMeta, TaskPanic};
 
-pin_project_lite::pin_project! {
-    /// The future inside every task cell (see the module docs).
-    pub(crate) struct TaskFuture<'a, F> {
-        meta: &'a TaskMeta,
-        // The task's own context variables: a copy of its spawner's, current while it polls.
-        context: VarContext,
-        // `None` once dropped by us: `async-task` drops the future inside an abort-on-panic
-        // guard, so we drop it first, inside `catch_unwind`.
-        #[pin]
-        inner: Option<F>,
-    }
+/// Where a task's runnables go when it is woken.
+pub(crate) trait Queue: 'static {
+    fn schedule(runnable: Runnable);
+}
 
-    impl<'a, F> PinnedDrop for TaskFuture<'a, F> {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            this.meta.unregister();
-            drop_contained(this.meta, this.inner);
-        }
+/// Stealable tasks: the waking worker's ready queue, or the injector.
+pub(crate) struct Stealable;
+
+impl Queue for Stealable {
+    fn schedule(runnable: Runnable) {
+        Shared::schedule_task(runnable)
     }
 }
 
-/// Drops the user's future, reporting a panic of its destructor to the exception handler
-/// instead of letting it reach `async-task` (which would abort the process).
-fn drop_contained<F>(meta: &TaskMeta, inner: Pin<&mut Option<F>>) {
-    if inner.is_none() {
-        return;
+/// Pinned tasks: their owner worker's queue or inbox.
+struct Pinned;
+
+impl Queue for Pinned {
+    fn schedule(runnable: Runnable) {
+        Shared::schedule_pinned(runnable)
     }
-    let mut inner = inner;
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| inner.set(None))) {
-        let message = if meta.shared.is_stopping() {
-            "unhandled error during shutdown: a task's future panicked while being dropped"
+}
+
+/// One task allocation (`#[repr(C)]`: the header comes first, see `raw::Header`).
+#[repr(C)]
+struct Cell<F: Future, Q> {
+    header: Header,
+    /// `running` until the poll that finishes the task, `output` after it (until the output
+    /// is taken or dropped). Which one is live follows from the state word (`raw`).
+    stage: UnsafeCell<Stage<F>>,
+    _queue: PhantomData<Q>,
+}
+
+union Stage<F: Future> {
+    running: ManuallyDrop<Running<F>>,
+    output: ManuallyDrop<Result<F::Output, TaskError>>,
+}
+
+struct Running<F> {
+    future: F,
+    /// The task's own context variables: a copy of its spawner's, current while it polls.
+    context: VarContext,
+}
+
+impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
+    const VTABLE: VTable = VTable {
+        poll: Self::poll,
+        take_output: Self::take_output,
+        drop_output: Self::drop_output,
+        schedule: Q::schedule,
+        dealloc: Self::dealloc,
+    };
+
+    /// Allocates a cell around `future`; the caller receives the references of
+    /// `raw::Header::new` (a runnable, the handle and the registry's).
+    fn allocate(meta: TaskMeta, future: F) -> NonNull<Header> {
+        let cell = Box::new(Cell::<F, Q> {
+            header: Header::new(&Self::VTABLE, meta),
+            stage: UnsafeCell::new(Stage {
+                running: ManuallyDrop::new(Running {
+                    future,
+                    context: contextvar::capture(),
+                }),
+            }),
+            _queue: PhantomData,
+        });
+        NonNull::from(Box::leak(cell)).cast()
+    }
+
+    /// # Safety
+    ///
+    /// `ptr` is a live cell of this type (true of every `VTable` call, as the vtable is
+    /// chosen with the type).
+    unsafe fn from_header<'a>(ptr: NonNull<Header>) -> &'a Self {
+        // SAFETY: the header is the first field of a `#[repr(C)]` cell of this type.
+        unsafe { ptr.cast::<Self>().as_ref() }
+    }
+
+    unsafe fn poll(ptr: NonNull<Header>, cx: &mut Context<'_>, stop: bool) -> Poll<()> {
+        // SAFETY: see `from_header`.
+        let cell = unsafe { Self::from_header(ptr) };
+        let meta = &cell.header.meta;
+        // SAFETY: the caller holds `RUNNING`, so the stage is ours, and it holds the future.
+        let stage = unsafe { &mut *cell.stage.get() };
+        let output = if stop {
+            Err(TaskError::Cancelled)
         } else {
-            "Exception while dropping a task's future"
+            // SAFETY: before the finishing poll the stage holds the running future.
+            let running = unsafe { &mut *stage.running };
+            meta.count_poll();
+            let outer = contextvar::swap(running.context.take());
+            // SAFETY: the future lives inside the heap cell and is never moved: it is dropped
+            // in place below.
+            let future = unsafe { Pin::new_unchecked(&mut running.future) };
+            let polled = panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx)));
+            running.context = contextvar::swap(outer);
+            match polled {
+                Ok(Poll::Pending) => return Poll::Pending,
+                Ok(Poll::Ready(value)) => Ok(value),
+                Err(payload) => Err(TaskError::Panicked(TaskPanic::new(
+                    &*payload,
+                    meta.id,
+                    meta.location,
+                    meta.shared.handler.clone(),
+                ))),
+            }
         };
-        let ctx = ExceptionContext::new(message)
-            .with_panic(&*payload)
-            .with_task(meta.id)
-            .with_location(meta.location);
-        meta.shared.handler.call(&ctx);
+        meta.shared.registry.unregister(&cell.header);
+        let dropped = panic::catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the stage holds the running future; it is dropped in place, once.
+            unsafe { ManuallyDrop::drop(&mut stage.running) }
+        }));
+        if let Err(payload) = dropped {
+            report_drop_panic(meta, &*payload, "a task's future");
+        }
+        stage.output = ManuallyDrop::new(output);
+        Poll::Ready(())
+    }
+
+    unsafe fn take_output(ptr: NonNull<Header>, out: *mut ()) {
+        // SAFETY: see `from_header`; the caller owns the output (`raw`'s `HANDLE` rule) and `out`
+        // points to an `Option` of the output type.
+        unsafe {
+            let stage = &mut *Self::from_header(ptr).stage.get();
+            *out.cast::<Option<Result<F::Output, TaskError>>>() =
+                Some(ManuallyDrop::take(&mut stage.output));
+        }
+    }
+
+    unsafe fn drop_output(ptr: NonNull<Header>) {
+        // SAFETY: see `from_header`.
+        let cell = unsafe { Self::from_header(ptr) };
+        let dropped = panic::catch_unwind(AssertUnwindSafe(|| {
+            // SAFETY: the caller owns the output, which is dropped once, in place.
+            unsafe { ManuallyDrop::drop(&mut (*cell.stage.get()).output) }
+        }));
+        if let Err(payload) = dropped {
+            report_drop_panic(&cell.header.meta, &*payload, "a task's output");
+        }
+    }
+
+    unsafe fn dealloc(ptr: NonNull<Header>) {
+        // SAFETY: the last reference is gone; the cell was made by `Box::new` in `allocate`.
+        let cell = unsafe { Box::from_raw(ptr.cast::<Self>().as_ptr()) };
+        if !cell.header.is_complete() {
+            // Unreachable while the registry holds a reference until the future is gone;
+            // kept so that a leak of logic is not also a leak of the future.
+            // SAFETY: the stage still holds the future, and nobody else can reach it.
+            unsafe { ManuallyDrop::drop(&mut (*cell.stage.get()).running) };
+        }
     }
 }
 
-impl<F: Future> Future for TaskFuture<'_, F> {
-    type Output = Result<F::Output, TaskError>;
+/// Reports a panicking destructor to the exception handler instead of unwinding into the
+/// worker (or, at shutdown, into whoever drops the runtime).
+fn report_drop_panic(meta: &TaskMeta, payload: &(dyn std::any::Any + Send), what: &str) {
+    let message = if meta.shared.is_stopping() {
+        format!("unhandled error during shutdown: {what} panicked while being dropped")
+    } else {
+        format!("Exception while dropping {what}")
+    };
+    let ctx = ExceptionContext::new(message)
+        .with_panic(payload)
+        .with_task(meta.id)
+        .with_location(meta.location);
+    meta.shared.handler.call(&ctx);
+}
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        let meta = *this.meta;
-        if meta.must_stop() {
-            meta.unregister();
-            drop_contained(meta, this.inner);
-            return Poll::Ready(Err(TaskError::Cancelled));
-        }
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            // Unreachable in practice: `async-task` never polls a completed future.
-            return Poll::Ready(Err(TaskError::Cancelled));
-        };
-        meta.mark_running();
-        let outer = contextvar::swap(this.context.take());
-        let polled = panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx)));
-        *this.context = contextvar::swap(outer);
-        let out = match polled {
-            Ok(Poll::Ready(value)) => Ok(value),
-            Ok(Poll::Pending) => {
-                meta.mark_idle();
-                return Poll::Pending;
-            }
-            Err(payload) => Err(TaskError::Panicked(TaskPanic::new(
-                &*payload,
-                meta.id,
-                meta.location,
-                meta.shared.handler.clone(),
-            ))),
-        };
-        meta.unregister();
-        drop_contained(meta, this.inner);
-        Poll::Ready(out)
-    }
+/// Registers a new cell and schedules its first poll.
+fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
+    // SAFETY: the new cell is alive: we hold its references until they are handed out below.
+    shared.registry.register(unsafe { ptr.as_ref() }, name);
+    // SAFETY: a new header holds one reference and `SCHEDULED` for the first runnable and one
+    // reference and `HANDLE` for the join handle; its output type is `Result<T, TaskError>`
+    // (the caller's `F::Output` is `T`).
+    let (runnable, handle) = unsafe { (Runnable::from_ref(ptr), JoinHandle::from_ref(ptr)) };
+    runnable.schedule();
+    Task::new(handle)
 }
 
 /// Spawns a `Send` task on `shared` and schedules it; it may run on any worker.
@@ -117,7 +219,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    spawn_with(shared, future, location, None, Shared::schedule_task)
+    spawn_on::<F, Stealable>(shared, future, location, None)
 }
 
 /// [`spawn_stealable`] with a name for task dumps.
@@ -131,55 +233,33 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    spawn_with(shared, future, location, name, Shared::schedule_task)
+    spawn_on::<F, Stealable>(shared, future, location, name)
 }
 
-/// Spawns a `Send` task whose wakes go to `schedule` (the workers, or the blocking pool).
-pub(crate) fn spawn_with<F, S>(
+/// Spawns a `Send` task whose wakes go to queue `Q` (the workers, or the blocking pool).
+pub(crate) fn spawn_on<F, Q>(
     shared: &Arc<Shared>,
     future: F,
     location: &'static Location<'static>,
     name: Option<String>,
-    schedule: S,
 ) -> Task<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
-    S: Fn(Runnable) + Send + Sync + Copy + 'static,
+    Q: Queue,
 {
-    let meta = TaskMeta::new(shared.clone(), location, None, name);
-    let schedule = WithInfo(move |runnable: Runnable, _info: ScheduleInfo| {
-        runnable.metadata().mark_scheduled();
-        schedule(runnable)
-    });
-    // SAFETY:
-    // - `TaskFuture<F>` is `Send` because `F` is `Send` and `&TaskMeta` is `Send` (`TaskMeta`
-    //   is `Sync`), so the runnable may be used and dropped on any thread.
-    // - The only non-'static borrow in the future is of the task's own metadata, which the
-    //   documentation of `spawn_unchecked` allows: the metadata lives as long as the cell.
-    // - `schedule` is `Send + Sync + 'static` (bounded so above).
-    // (End of SAFETY.)
-    let (runnable, task) = unsafe {
-        Builder::new()
-            .metadata(meta)
-            .spawn_unchecked(move |meta| wrap(meta, future), schedule)
-    };
-    start(shared, runnable, task)
-}
-
-/// Registers a new task and schedules its first poll.
-fn start<T>(
-    shared: &Shared,
-    runnable: Runnable,
-    task: async_task::Task<Result<T, TaskError>, TaskMeta>,
-) -> Task<T> {
-    let meta = runnable.metadata();
-    meta.publish_slot(shared.registry.register(meta, runnable.waker()));
-    runnable.schedule();
-    Task::new(task)
+    let meta = TaskMeta::new(shared.clone(), location, None, name.is_some());
+    // `F` and its output are `Send`, so the cell may be polled and dropped on any thread.
+    start(shared, Cell::<F, Q>::allocate(meta, future), name)
 }
 
 /// Spawns a task pinned to worker `owner` (the current thread); it is never stolen.
+///
+/// The future may be `!Send`. Its runnables are only ever run or dropped on worker `owner`,
+/// the thread calling this function: `Shared::schedule_pinned` routes runnables woken
+/// elsewhere to that worker's inbox, only that worker pops its inbox and pinned queue, and
+/// when that worker is gone a runnable reaching another thread is leaked, never dropped there.
+/// The output may be `!Send`: `Task<T>` is only `Send` when `T` is.
 pub(crate) fn spawn_pinned<F>(
     shared: &Arc<Shared>,
     owner: usize,
@@ -191,33 +271,6 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32), name);
-    let schedule = WithInfo(|runnable: Runnable, _info: ScheduleInfo| {
-        runnable.metadata().mark_scheduled();
-        Shared::schedule_pinned(runnable);
-    });
-    // SAFETY:
-    // - The future may be `!Send`. Its runnable is only ever run or dropped on worker `owner`,
-    //   the thread calling this function: `Shared::schedule_pinned` routes runnables woken
-    //   elsewhere to that worker's inbox, only that worker pops its inbox and pinned queue,
-    //   and when that worker is gone a runnable reaching another thread is leaked, never
-    //   dropped there.
-    // - The output may be `!Send`; `Task<T>` is only `Send` when `T` is (async-task's bounds).
-    // - The only non-'static borrow in the future is of the task's own metadata (allowed by
-    //   `spawn_unchecked`'s contract); `schedule` is `Send + Sync + 'static`.
-    // (End of SAFETY.)
-    let (runnable, task) = unsafe {
-        Builder::new()
-            .metadata(meta)
-            .spawn_unchecked(move |meta| wrap(meta, future), schedule)
-    };
-    start(shared, runnable, task)
-}
-
-fn wrap<F: Future>(meta: &TaskMeta, inner: F) -> TaskFuture<'_, F> {
-    TaskFuture {
-        meta,
-        context: contextvar::capture(),
-        inner: Some(inner),
-    }
+    let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32), name.is_some());
+    start(shared, Cell::<F, Pinned>::allocate(meta, future), name)
 }

@@ -17,20 +17,6 @@ pub enum TaskState {
     Running,
 }
 
-impl TaskState {
-    pub(crate) const IDLE: u8 = 0;
-    pub(crate) const SCHEDULED: u8 = 1;
-    pub(crate) const RUNNING: u8 = 2;
-
-    pub(crate) fn from_u8(v: u8) -> Self {
-        match v {
-            Self::IDLE => TaskState::Idle,
-            Self::RUNNING => TaskState::Running,
-            _ => TaskState::Scheduled,
-        }
-    }
-}
-
 impl fmt::Display for TaskState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use crate::task::{TaskError, TaskId, TaskMeta};
+use crate::task::raw::JoinHandle;
+use crate::task::{TaskError, TaskId};
 
 /// A handle to a spawned task: a future that resolves to the task's result.
 ///
@@ -33,13 +34,14 @@ use crate::task::{TaskError, TaskId, TaskMeta};
 /// ```
 #[must_use = "dropping a Task detaches it; use `let _ = ...` to make that explicit"]
 pub struct Task<T> {
-    inner: Option<async_task::Task<Result<T, TaskError>, TaskMeta>>,
+    /// `None` once the output was taken. Dropping the join handle detaches the task.
+    inner: Option<JoinHandle<T>>,
     id: TaskId,
 }
 
 impl<T> Task<T> {
-    pub(crate) fn new(inner: async_task::Task<Result<T, TaskError>, TaskMeta>) -> Self {
-        let id = inner.metadata().id;
+    pub(crate) fn new(inner: JoinHandle<T>) -> Self {
+        let id = inner.meta().id;
         Task {
             inner: Some(inner),
             id,
@@ -64,9 +66,7 @@ impl<T> Task<T> {
     /// ```
     pub fn cancel(&self) {
         if let Some(inner) = &self.inner {
-            if !inner.is_finished() {
-                inner.metadata().cancel();
-            }
+            inner.cancel();
         }
     }
 
@@ -89,23 +89,16 @@ impl<T> Future for Task<T> {
             .inner
             .as_mut()
             .expect("eddy::Task polled after it returned Ready");
-        match Pin::new(inner).poll(cx) {
+        match inner.poll_join(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(mut out) => {
-                self.inner = None;
+            Poll::Ready(()) => {
+                let handle = self.inner.take().expect("checked above");
+                let mut out = handle.into_output();
                 if let Err(TaskError::Panicked(p)) = &mut out {
                     p.retrieve();
                 }
                 Poll::Ready(out)
             }
-        }
-    }
-}
-
-impl<T> Drop for Task<T> {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.take() {
-            inner.detach();
         }
     }
 }

@@ -1,21 +1,20 @@
 //! Tasks: futures driven by the workers, and the [`Task`] handle that awaits them.
 //!
-//! A task is one [`async_task`] allocation holding the future, its output slot, the schedule
-//! function and a [`TaskMeta`] header of ours (id, spawn location, cancel flag, registry slot,
-//! the runtime). We use `async-task` rather than a hand-written cell because it is one
-//! allocation per task, its state machine is Miri-tested, and its waker vtable is already as
-//! lean as ours would be (docs/architecture.md).
+//! A task is one allocation of our own (`raw` and `cell`) holding the header (state word,
+//! awaiter, [`TaskMeta`]), then the future and later its output. We used `async-task` until
+//! the memory target made us write the cell: see `raw`'s notes and docs/architecture.md.
 //!
 //! Ownership and life cycle:
 //!
-//! * A [`Runnable`] in a ready queue means "poll me once". Whoever pops it runs it.
-//! * Every task is entered in the runtime's [`registry::TaskRegistry`] when it is spawned and
-//!   leaves it when its future completes or is dropped. The registry is what lets `cancel`,
-//!   shutdown and `eddy::run` reach idle tasks that nobody will ever wake again (a plain
-//!   `async-task` would leak them), and what task dumps list.
-//! * The future we hand to `async-task` is a [`cell::TaskFuture`] around the user's future. It
-//!   catches panics (of `poll` and of the future's destructor), turns cancellation into
-//!   `Err(TaskError::Cancelled)`, keeps the task's context variables and its dump state.
+//! * A [`Runnable`] in a ready queue means "poll me once". Whoever pops it runs it; dropping
+//!   it unrun drops the future.
+//! * Every task is linked into the runtime's [`registry::TaskRegistry`] when it is spawned and
+//!   leaves it when its future completes or is dropped. The registry is what lets shutdown
+//!   and `eddy::run` reach idle tasks that nobody will ever wake again, and what task dumps
+//!   list.
+//! * Each poll runs inside the cell's guard (`cell`): it catches panics (of `poll` and of the
+//!   destructors), turns cancellation into `Err(TaskError::Cancelled)`, and keeps the task's
+//!   context variables.
 //! * The [`Task`] handle detaches on drop (asyncio and tokio semantics: the task keeps
 //!   running); its output is then dropped by the cell. If that output is an unretrieved panic,
 //!   dropping it reports "Task exception was never retrieved" to the exception handler.
@@ -28,12 +27,13 @@ mod error;
 mod group;
 mod handle;
 mod join_set;
+pub(crate) mod raw;
 pub(crate) mod registry;
 mod yield_now;
 
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,8 +47,7 @@ pub use yield_now::{yield_now, YieldNow};
 
 use crate::shared::Shared;
 
-/// A runnable task of this runtime.
-pub(crate) type Runnable = async_task::Runnable<TaskMeta>;
+pub(crate) use raw::Runnable;
 
 /// A task's identity, unique within its runtime.
 ///
@@ -77,27 +76,24 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Our header inside each `async-task` allocation. Kept small (56 bytes): it is paid by every
-/// task, and memory per pending task is one of the figures eddy is measured by.
+/// What the runtime knows about a task, inside its header (`raw::Header`). Every field is
+/// paid by every task, and memory per pending task is one of the figures eddy is measured
+/// by: names live in the registry's side table, and the spawn time is a 32-bit reading.
 pub(crate) struct TaskMeta {
     pub(crate) shared: Arc<Shared>,
     pub(crate) id: TaskId,
     pub(crate) location: &'static Location<'static>,
-    /// Only named tasks pay for the name: a thin pointer, `None` otherwise (a `String`
-    /// or `Box<str>` here would cost every task 16-24 bytes).
-    #[allow(clippy::box_collection)]
-    name: Option<Box<String>>,
-    /// `coarse_now()` at spawn time, for the age in dumps.
-    spawned_at: u64,
-    /// Where the registry keeps this task; `registry::UNREGISTERED` once it left.
-    slot: AtomicU32,
+    /// This task's place in its registry list (guarded by the registry's shard lock).
+    pub(crate) links: registry::Links,
+    /// `coarse_now()` at spawn time in milliseconds, truncated to 32 bits: ages in dumps are
+    /// exact up to 49 days and wrap after that.
+    spawned_at_ms: u32,
     /// Polls so far; only the poller writes it.
     polls: AtomicU32,
     /// The worker a pinned (`spawn_local`) task belongs to, or `NOT_PINNED`.
     owner: u32,
-    /// A `TaskState` as `u8`; written by the schedule function and by the poller.
-    state: AtomicU8,
-    cancelled: AtomicBool,
+    /// Whether the registry holds a name for this task.
+    pub(crate) named: bool,
 }
 
 const NOT_PINNED: u32 = u32::MAX;
@@ -120,19 +116,17 @@ impl TaskMeta {
         shared: Arc<Shared>,
         location: &'static Location<'static>,
         owner: Option<u32>,
-        name: Option<String>,
+        named: bool,
     ) -> Self {
         TaskMeta {
             id: TaskId(shared.next_task_id()),
             shared,
             location,
-            name: name.map(Box::new),
-            spawned_at: coarse_now(),
-            slot: AtomicU32::new(registry::UNREGISTERED),
+            links: registry::Links::new(),
+            spawned_at_ms: (coarse_now() / 1_000_000) as u32,
             polls: AtomicU32::new(0),
             owner: owner.unwrap_or(NOT_PINNED),
-            state: AtomicU8::new(TaskState::SCHEDULED),
-            cancelled: AtomicBool::new(false),
+            named,
         }
     }
 
@@ -142,62 +136,23 @@ impl TaskMeta {
         (self.owner != NOT_PINNED).then_some(self.owner)
     }
 
-    /// True when the task must stop at its next scheduling point: it was cancelled, or the
-    /// runtime is cancelling all its tasks or shut down.
+    /// A poll starts.
     #[inline]
-    pub(crate) fn must_stop(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire) || self.shared.is_stopping()
-    }
-
-    /// Records where the registry keeps this task.
-    pub(crate) fn publish_slot(&self, slot: u32) {
-        self.slot.store(slot, Ordering::SeqCst);
-    }
-
-    /// Takes the task out of the registry (once; later calls do nothing).
-    pub(crate) fn unregister(&self) {
-        let slot = self.slot.swap(registry::UNREGISTERED, Ordering::AcqRel);
-        if slot != registry::UNREGISTERED {
-            self.shared.registry.unregister(slot, self.id);
-        }
-    }
-
-    /// Asks the task to stop and makes sure it gets polled soon to notice.
-    pub(crate) fn cancel(&self) {
-        self.cancelled.store(true, Ordering::SeqCst);
-        let slot = self.slot.load(Ordering::SeqCst);
-        if slot != registry::UNREGISTERED {
-            self.shared.registry.wake(slot, self.id);
-        }
-    }
-
-    #[inline]
-    pub(crate) fn mark_scheduled(&self) {
-        self.state.store(TaskState::SCHEDULED, Ordering::Relaxed);
-    }
-
-    /// A poll starts: running, one more poll.
-    #[inline]
-    pub(crate) fn mark_running(&self) {
-        self.state.store(TaskState::RUNNING, Ordering::Relaxed);
+    pub(crate) fn count_poll(&self) {
         let polls = self.polls.load(Ordering::Relaxed);
         self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
     }
 
-    #[inline]
-    pub(crate) fn mark_idle(&self) {
-        self.state.store(TaskState::IDLE, Ordering::Relaxed);
-    }
-
     /// This task's line in a dump.
-    pub(crate) fn info(&self, now: u64) -> TaskInfo {
+    pub(crate) fn info(&self, now: u64, state: TaskState, name: Option<String>) -> TaskInfo {
+        let now_ms = (now / 1_000_000) as u32;
         TaskInfo {
             id: self.id,
-            name: self.name.as_deref().cloned(),
+            name,
             location: self.location,
-            state: TaskState::from_u8(self.state.load(Ordering::Relaxed)),
+            state,
             polls: self.polls.load(Ordering::Relaxed),
-            age: Duration::from_nanos(now.saturating_sub(self.spawned_at)),
+            age: Duration::from_millis(u64::from(now_ms.wrapping_sub(self.spawned_at_ms))),
         }
     }
 }
@@ -212,4 +167,4 @@ impl fmt::Debug for TaskMeta {
     }
 }
 
-pub(crate) use cell::{spawn_pinned, spawn_stealable, spawn_with};
+pub(crate) use cell::{spawn_on, spawn_pinned, spawn_stealable, Queue};

@@ -12,125 +12,215 @@
 //!   seeing the runtime stopping, drops the future (destructors run; nothing leaks);
 //! * [`Runtime::dump_tasks`](crate::Runtime::dump_tasks) every live task with its state.
 //!
-//! The registry is sharded by task id so that spawns and completions on different workers
-//! rarely meet on one lock.
+//! Each task carries its own list links (`TaskMeta::links`), so registering costs no
+//! allocation and no memory beyond the 16 bytes in the cell; the registry itself holds one
+//! reference to each task (counted in the task's state word, with the `REGISTERED` flag) until
+//! the task leaves. The lists are sharded by task id so that spawns and completions on
+//! different workers rarely meet on one lock. Names of named tasks live in a side table here,
+//! so that unnamed tasks do not pay for the pointer.
 
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
 use std::ptr::NonNull;
+use std::sync::atomic::Ordering;
 use std::task::Waker;
 
-use parking_lot::Mutex;
-use slab::Slab;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::task::dump::TaskInfo;
+use crate::task::raw::{self, Header, REGISTERED};
 use crate::task::{TaskId, TaskMeta};
 
-/// `slot` value of a task that is not registered.
-pub(crate) const UNREGISTERED: u32 = u32::MAX;
+const SHARDS: usize = 64;
 
-const SHARD_BITS: u32 = 6;
-const SHARDS: usize = 1 << SHARD_BITS;
-
+/// A task's links in its shard's list.
 #[derive(Debug)]
-struct Entry {
-    /// Keeps the task's allocation, and so `meta`, alive while the entry exists.
-    waker: Waker,
-    meta: MetaPtr,
+pub(crate) struct Links(UnsafeCell<LinkPtrs>);
+
+#[derive(Debug, Clone, Copy)]
+struct LinkPtrs {
+    prev: Option<NonNull<Header>>,
+    next: Option<NonNull<Header>>,
 }
 
-/// A pointer to the `TaskMeta` inside a task allocation that the same entry's waker keeps
-/// alive.
-#[derive(Debug)]
-struct MetaPtr(NonNull<TaskMeta>);
-
-// SAFETY: the pointee is a `TaskMeta`, which is `Sync`; the pointer is only dereferenced to
-// `&TaskMeta` (never `&mut`), from whichever thread holds the shard lock, while the entry's
-// waker keeps the allocation alive. Sending the pointer between threads is therefore no
-// different from sending a `&TaskMeta`.
-unsafe impl Send for MetaPtr {}
-
-impl Entry {
-    fn meta(&self) -> &TaskMeta {
-        // `self.waker` is a reference to the task that owns the `TaskMeta`: while the entry
-        // exists the task allocation (header and metadata included) is not freed.
-        // SAFETY: so the pointer is valid, and `TaskMeta` is only ever shared immutably.
-        unsafe { self.meta.0.as_ref() }
+impl Links {
+    pub(crate) fn new() -> Self {
+        Links(UnsafeCell::new(LinkPtrs {
+            prev: None,
+            next: None,
+        }))
     }
+}
+
+/// One shard: a doubly linked list through the tasks' `Links`.
+#[derive(Debug)]
+struct List {
+    head: Option<NonNull<Header>>,
+    len: usize,
+}
+
+// SAFETY: the list only holds pointers to task headers that it keeps alive with a counted
+// reference each; the pointers are followed only while the shard's lock is held, and task
+// headers may be shared between threads (their mutable parts are atomics, or these links,
+// which only the lock holder touches).
+unsafe impl Send for List {}
+
+impl List {
+    /// The links of a task in this list.
+    ///
+    /// # Safety
+    ///
+    /// `task` is alive and in this shard, and the caller holds this shard's lock (which is
+    /// what makes the returned `&mut` exclusive).
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn links<'a>(&self, task: NonNull<Header>) -> &'a mut LinkPtrs {
+        // SAFETY: per the contract, the task is alive and only the lock holder touches links.
+        unsafe { &mut *(*task.as_ptr()).meta.links.0.get() }
+    }
+
+    fn push(&mut self, task: NonNull<Header>) {
+        // SAFETY: `task` and the current head are alive (the registry's references) and in
+        // this shard, whose lock we hold (`&mut self` comes from the guard).
+        unsafe {
+            *self.links(task) = LinkPtrs {
+                prev: None,
+                next: self.head,
+            };
+            if let Some(head) = self.head {
+                self.links(head).prev = Some(task);
+            }
+        }
+        self.head = Some(task);
+        self.len += 1;
+    }
+
+    fn remove(&mut self, task: NonNull<Header>) {
+        // SAFETY: as in `push`: every task reached here is linked in this list.
+        unsafe {
+            let LinkPtrs { prev, next } = *self.links(task);
+            match prev {
+                Some(prev) => self.links(prev).next = next,
+                None => self.head = next,
+            }
+            if let Some(next) = next {
+                self.links(next).prev = prev;
+            }
+            *self.links(task) = LinkPtrs {
+                prev: None,
+                next: None,
+            };
+        }
+        self.len -= 1;
+    }
+
+    /// The tasks in this list (snapshot of the pointers; they stay alive while listed).
+    fn tasks(&self) -> Vec<NonNull<Header>> {
+        let mut out = Vec::with_capacity(self.len);
+        let mut cursor = self.head;
+        while let Some(task) = cursor {
+            out.push(task);
+            // SAFETY: listed tasks are alive and we hold the lock (`&self` from the guard).
+            cursor = unsafe { self.links(task).next };
+        }
+        out
+    }
+}
+
+/// A listed task's header.
+///
+/// # Safety
+///
+/// `task` was read from a list whose lock the caller still holds (the registry's reference
+/// keeps it alive) or the caller holds a reference of its own.
+unsafe fn header<'a>(task: NonNull<Header>) -> &'a Header {
+    // SAFETY: per the contract, the task is alive for as long as the caller uses it.
+    unsafe { task.as_ref() }
 }
 
 #[derive(Debug)]
 pub(crate) struct TaskRegistry {
-    shards: Box<[Mutex<Slab<Entry>>]>,
+    shards: Box<[Mutex<List>]>,
+    names: Mutex<HashMap<TaskId, String>>,
 }
 
 impl TaskRegistry {
     pub(crate) fn new() -> Self {
         TaskRegistry {
-            shards: (0..SHARDS).map(|_| Mutex::new(Slab::new())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(List { head: None, len: 0 }))
+                .collect(),
+            names: Mutex::new(HashMap::new()),
         }
     }
 
-    fn split(slot: u32) -> (usize, usize) {
-        (
-            (slot as usize) & (SHARDS - 1),
-            (slot >> SHARD_BITS) as usize,
-        )
+    fn shard(&self, meta: &TaskMeta) -> MutexGuard<'_, List> {
+        self.shards[(meta.id.as_u64() as usize) % SHARDS].lock()
     }
 
-    /// Registers a freshly spawned task; returns its slot.
-    pub(crate) fn register(&self, meta: &TaskMeta, waker: Waker) -> u32 {
-        let shard = (meta.id.as_u64() as usize) & (SHARDS - 1);
-        let key = self.shards[shard].lock().insert(Entry {
-            waker,
-            meta: MetaPtr(NonNull::from(meta)),
-        });
-        // 26 bits of key per shard: 64 Mi live tasks per shard before the slot overflows.
-        assert!(key < (1 << (32 - SHARD_BITS)) - 1, "too many live tasks");
-        ((key as u32) << SHARD_BITS) | shard as u32
+    /// Lists a freshly spawned task. Its header was made `REGISTERED`, with a reference for
+    /// us, by `raw::Header::new`.
+    pub(crate) fn register(&self, task: &Header, name: Option<String>) {
+        let meta = &task.meta;
+        if let Some(name) = name {
+            self.names.lock().insert(meta.id, name);
+        }
+        self.shard(meta).push(NonNull::from(task));
     }
 
-    /// Removes a task's entry, if it is still there.
-    pub(crate) fn unregister(&self, slot: u32, id: TaskId) {
-        let (shard, key) = Self::split(slot);
+    /// Takes a task out of the registry, if it is still there, and drops our reference (the
+    /// caller holds another: this never frees the task).
+    pub(crate) fn unregister(&self, task: &Header) {
+        let meta = &task.meta;
         let removed = {
-            let mut s = self.shards[shard].lock();
-            match s.get(key) {
-                Some(e) if e.meta().id == id => Some(s.remove(key)),
-                _ => None,
+            let mut list = self.shard(meta);
+            let listed = task.state().load(Ordering::Acquire) & REGISTERED != 0;
+            if listed {
+                Self::unlink(&mut list, task);
             }
+            listed
         };
-        // The waker (possibly the last reference to the task) is dropped outside the lock.
-        drop(removed);
-    }
-
-    /// Wakes a registered task (used by `cancel`).
-    pub(crate) fn wake(&self, slot: u32, id: TaskId) {
-        let (shard, key) = Self::split(slot);
-        let waker = match self.shards[shard].lock().get(key) {
-            Some(e) if e.meta().id == id => Some(e.waker.clone()),
-            _ => None,
-        };
-        if let Some(w) = waker {
-            w.wake();
+        if removed {
+            self.forget_name(meta);
+            // SAFETY: the registry's reference, which `unlink` passed to us; the caller's
+            // own reference keeps the task alive past this.
+            unsafe { raw::drop_ref(NonNull::from(task)) };
         }
     }
 
-    /// Takes out the entries of the given owner (`None`: stealable tasks) and returns their
-    /// wakers, for shutdown. The caller wakes them outside every lock.
+    /// Unlinks a listed task; the registry's reference passes to the caller.
+    fn unlink(list: &mut List, task: &Header) {
+        list.remove(NonNull::from(task));
+        task.state().fetch_and(!REGISTERED, Ordering::AcqRel);
+    }
+
+    fn forget_name(&self, meta: &TaskMeta) {
+        if meta.named {
+            self.names.lock().remove(&meta.id);
+        }
+    }
+
+    /// Takes out the tasks of the given owner (`None`: stealable tasks) and returns wakers
+    /// that carry the registry's references, for shutdown. The caller wakes them outside
+    /// every lock.
     pub(crate) fn take(&self, owner: Option<u32>) -> Vec<Waker> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            let mut s = shard.lock();
-            let keys: Vec<usize> = s
-                .iter()
-                .filter(|(_, e)| e.meta().owner() == owner)
-                .map(|(k, _)| k)
-                .collect();
-            out.extend(keys.into_iter().map(|k| s.remove(k).waker));
+            let mut list = shard.lock();
+            for task in list.tasks() {
+                // SAFETY: listed, and we hold the lock until the reference is in a waker.
+                let h = unsafe { header(task) };
+                if h.meta.owner() == owner {
+                    Self::unlink(&mut list, h);
+                    self.forget_name(&h.meta);
+                    // SAFETY: the registry's reference moves into the waker.
+                    out.push(unsafe { raw::waker_from_ref(task) });
+                }
+            }
         }
         out
     }
 
-    /// A clone of the waker of every registered task of `owner` (`None`: stealable tasks).
+    /// A waker of every registered task of `owner` (`None`: stealable tasks).
     pub(crate) fn wakers_of(&self, owner: Option<u32>) -> Vec<Waker> {
         self.wakers_where(|meta| meta.owner() == owner)
     }
@@ -140,15 +230,17 @@ impl TaskRegistry {
         self.shards
             .iter()
             .map(|s| {
-                s.lock()
-                    .iter()
-                    .filter(|(_, e)| e.meta().owner() == owner)
+                let list = s.lock();
+                list.tasks()
+                    .into_iter()
+                    // SAFETY: listed, and the lock is held.
+                    .filter(|t| unsafe { header(*t) }.meta.owner() == owner)
                     .count()
             })
             .sum()
     }
 
-    /// A clone of every registered waker (to wake them all outside the locks).
+    /// A waker of every registered task (to wake them all outside the locks).
     pub(crate) fn wakers(&self) -> Vec<Waker> {
         self.wakers_where(|_| true)
     }
@@ -156,12 +248,18 @@ impl TaskRegistry {
     fn wakers_where(&self, pick: impl Fn(&TaskMeta) -> bool) -> Vec<Waker> {
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            let s = shard.lock();
-            out.extend(
-                s.iter()
-                    .filter(|(_, e)| pick(e.meta()))
-                    .map(|(_, e)| e.waker.clone()),
-            );
+            let list = shard.lock();
+            for task in list.tasks() {
+                // SAFETY: listed, and the lock is held.
+                if pick(&unsafe { header(task) }.meta) {
+                    // SAFETY: the task is alive (listed, lock held); the new reference is
+                    // the waker's.
+                    out.push(unsafe {
+                        raw::add_ref(task);
+                        raw::waker_from_ref(task)
+                    });
+                }
+            }
         }
         out
     }
@@ -171,7 +269,17 @@ impl TaskRegistry {
         let now = crate::task::coarse_now();
         let mut out = Vec::new();
         for shard in self.shards.iter() {
-            out.extend(shard.lock().iter().map(|(_, e)| e.meta().info(now)));
+            let list = shard.lock();
+            for task in list.tasks() {
+                // SAFETY: listed, and the lock is held.
+                let h = unsafe { header(task) };
+                let name = if h.meta.named {
+                    self.names.lock().get(&h.meta.id).cloned()
+                } else {
+                    None
+                };
+                out.push(h.meta.info(now, h.dump_state(), name));
+            }
         }
         out.sort_by_key(|t| t.id);
         out
@@ -179,6 +287,6 @@ impl TaskRegistry {
 
     /// Number of live tasks.
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.shards.iter().map(|s| s.lock().len).sum()
     }
 }

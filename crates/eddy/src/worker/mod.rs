@@ -474,7 +474,7 @@ impl Worker {
         match job {
             Job::Task(runnable) => {
                 let (id, location) = {
-                    let meta = runnable.metadata();
+                    let meta = runnable.meta();
                     (meta.id, meta.location)
                 };
                 // The task cell contains panics of `poll` and of the future's destructor.

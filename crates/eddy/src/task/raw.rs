@@ -1,0 +1,547 @@
+//! The task cell's state machine: one allocation per task, one atomic word, three kinds of
+//! reference ([`Runnable`], [`Waker`] and the join side of [`Task`](crate::Task)).
+//!
+//! This module is the only place that knows how a task's memory is laid out and when it is
+//! freed. `cell` supplies the typed half (how to poll this particular future, where its
+//! output goes); `registry` links live tasks into lists. Everything here is `unsafe`-heavy on
+//! purpose, so that the rest of the runtime handles tasks through safe types.
+//!
+//! # Why our own cell
+//!
+//! Until 2026-11 eddy used `async-task`. Its cell is sound and fast, but it could not hold
+//! the registry links inside the allocation, so every task paid a second, side entry in a
+//! slab (a waker and a pointer, plus the slab's slack), and our metadata sat behind
+//! `async-task`'s own header. One pending task cost 176 B against tokio's 128 B. This cell
+//! keeps one header of ours (88 B) with the registry links in it and stores the future and
+//! its output in one union: 120 B for the same task (docs/benchmarks.md, "memory").
+//!
+//! # The state word
+//!
+//! ```text
+//!  bits 0..=6: SCHEDULED RUNNING COMPLETE HANDLE JOIN_WAKER CANCELLED REGISTERED
+//!  bits 7.. : reference count
+//! ```
+//!
+//! * `SCHEDULED`: a [`Runnable`] exists (it holds one reference), or the task was woken while
+//!   `RUNNING` and its runner will reschedule it (no extra reference then).
+//! * `RUNNING`: one thread is polling the future; only it touches the stage.
+//! * `COMPLETE`: the future is gone and the output was written. Set once, never cleared.
+//! * `HANDLE`: the [`Task`](crate::Task) handle still wants the output. Whoever observes the
+//!   other party's bit in the single transition that sets `COMPLETE` or clears `HANDLE` owns
+//!   the output: the runner drops it if `HANDLE` was already clear, the handle takes or
+//!   drops it otherwise.
+//! * `JOIN_WAKER`: the awaiter slot holds the handle's waker and belongs to the runner side,
+//!   which only ever reads it. The handle writes the slot only while the bit is clear, and
+//!   clears it only by a transition that fails once `COMPLETE` is set.
+//! * `CANCELLED`: the next poll drops the future instead of polling it.
+//! * `REGISTERED`: the task is linked in the registry (changed only under the registry's
+//!   shard lock; the registry holds one reference meanwhile).
+
+use std::cell::UnsafeCell;
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+use std::sync::atomic::{self, AtomicUsize, Ordering};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+use crate::task::{TaskError, TaskMeta, TaskState};
+
+const SCHEDULED: usize = 1 << 0;
+const RUNNING: usize = 1 << 1;
+const COMPLETE: usize = 1 << 2;
+const HANDLE: usize = 1 << 3;
+const JOIN_WAKER: usize = 1 << 4;
+pub(crate) const CANCELLED: usize = 1 << 5;
+pub(crate) const REGISTERED: usize = 1 << 6;
+const REF_ONE: usize = 1 << 7;
+const REF_MASK: usize = !(REF_ONE - 1);
+
+/// What a new task starts with: queued once, a live handle, registered, and the three
+/// references those stand for.
+const INITIAL: usize = SCHEDULED | HANDLE | REGISTERED | (3 * REF_ONE);
+
+/// The typed operations of one kind of cell, filled in by `cell`.
+pub(crate) struct VTable {
+    /// Polls the future once, or only drops it when `stop` is true. On `Ready` the future is
+    /// gone and the output is in the stage. Called only by the thread that set `RUNNING`.
+    pub(crate) poll: unsafe fn(NonNull<Header>, &mut Context<'_>, stop: bool) -> Poll<()>,
+    /// Moves the output out of the stage into `*out` (an `Option<Result<T, TaskError>>`).
+    pub(crate) take_output: unsafe fn(NonNull<Header>, out: *mut ()),
+    /// Drops the output in the stage.
+    pub(crate) drop_output: unsafe fn(NonNull<Header>),
+    /// Sends a woken task to its queue.
+    pub(crate) schedule: fn(Runnable),
+    /// Frees the allocation (dropping the future first if it never completed).
+    pub(crate) dealloc: unsafe fn(NonNull<Header>),
+}
+
+/// The first field of every task allocation (`#[repr(C)]`, so a pointer to the allocation is
+/// a pointer to its header).
+#[repr(C)]
+pub(crate) struct Header {
+    state: AtomicUsize,
+    vtable: &'static VTable,
+    /// The waker of whoever awaits the [`Task`](crate::Task) handle (see `JOIN_WAKER`).
+    awaiter: UnsafeCell<Option<Waker>>,
+    pub(crate) meta: TaskMeta,
+}
+
+impl Header {
+    pub(crate) fn new(vtable: &'static VTable, meta: TaskMeta) -> Header {
+        Header {
+            state: AtomicUsize::new(INITIAL),
+            vtable,
+            awaiter: UnsafeCell::new(None),
+            meta,
+        }
+    }
+
+    /// The raw state word, for flags that other modules own (`CANCELLED`, `REGISTERED`).
+    #[inline]
+    pub(crate) fn state(&self) -> &AtomicUsize {
+        &self.state
+    }
+
+    /// Applies `f` to the state atomically; returns the state before.
+    #[inline]
+    fn update(&self, f: impl Fn(usize) -> usize) -> usize {
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            match self.state.compare_exchange_weak(
+                state,
+                f(state),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(old) => return old,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// True once the future is gone and the output was written.
+    #[inline]
+    pub(crate) fn is_complete(&self) -> bool {
+        self.state.load(Ordering::Acquire) & COMPLETE != 0
+    }
+
+    /// Where the task is in its life, for dumps (a racy snapshot).
+    pub(crate) fn dump_state(&self) -> TaskState {
+        let s = self.state.load(Ordering::Relaxed);
+        if s & RUNNING != 0 {
+            TaskState::Running
+        } else if s & SCHEDULED != 0 {
+            TaskState::Scheduled
+        } else {
+            TaskState::Idle
+        }
+    }
+}
+
+/// Makes a new reference of an existing one (clone of a waker, the registry's own).
+///
+/// # Safety
+///
+/// `ptr` must point to a live task header and the caller must hold a reference to it.
+#[inline]
+pub(crate) unsafe fn add_ref(ptr: NonNull<Header>) {
+    // SAFETY: the caller holds a reference, so the header is alive.
+    let header = unsafe { ptr.as_ref() };
+    let old = header.state.fetch_add(REF_ONE, Ordering::Relaxed);
+    if old > isize::MAX as usize {
+        // Billions of wakers: a leak in the program; continuing would overflow into the
+        // flag bits.
+        std::process::abort();
+    }
+}
+
+/// Gives up one reference, freeing the task with the last one.
+///
+/// # Safety
+///
+/// The caller must hold the reference it gives up, and not use `ptr` afterwards.
+#[inline]
+pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
+    // SAFETY: the caller still holds its reference here.
+    let header = unsafe { ptr.as_ref() };
+    let old = header.state.fetch_sub(REF_ONE, Ordering::Release);
+    if old & REF_MASK == REF_ONE {
+        // Pairs with every other reference's release above: their uses happen before the free.
+        atomic::fence(Ordering::Acquire);
+        // SAFETY: that was the last reference; nobody can reach the task any more.
+        unsafe { (header.vtable.dealloc)(ptr) };
+    }
+}
+
+// ----- wakers -------------------------------------------------------------------------------
+
+static WAKER_VTABLE: RawWakerVTable =
+    RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
+
+/// A waker that owns one reference to the task.
+///
+/// # Safety
+///
+/// The caller transfers one reference it holds to the returned waker.
+pub(crate) unsafe fn waker_from_ref(ptr: NonNull<Header>) -> Waker {
+    // SAFETY: the data pointer is a task header with one reference for this waker, which is
+    // what every function of `WAKER_VTABLE` expects.
+    unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) }
+}
+
+unsafe fn waker_clone(data: *const ()) -> RawWaker {
+    let ptr = header_of(data);
+    // SAFETY: a waker's data is a task header it holds a reference to.
+    unsafe { add_ref(ptr) };
+    RawWaker::new(data, &WAKER_VTABLE)
+}
+
+unsafe fn waker_wake(data: *const ()) {
+    // SAFETY: the waker's reference is handed to `wake`, which consumes it.
+    unsafe { wake(header_of(data), true) }
+}
+
+unsafe fn waker_wake_by_ref(data: *const ()) {
+    // SAFETY: the waker keeps its reference across the call.
+    unsafe { wake(header_of(data), false) }
+}
+
+unsafe fn waker_drop(data: *const ()) {
+    // SAFETY: the waker owned one reference and is gone.
+    unsafe { drop_ref(header_of(data)) }
+}
+
+fn header_of(data: *const ()) -> NonNull<Header> {
+    NonNull::new(data as *mut Header).expect("task waker with a null pointer")
+}
+
+/// Wakes a task: queues it if it is idle, flags it if it is running, and does nothing more if
+/// it is already queued or complete. With `consume`, one reference of the caller is used up
+/// (moved into the new [`Runnable`] when there is one).
+///
+/// # Safety
+///
+/// The caller holds a reference to the task (and gives it up when `consume`).
+pub(crate) unsafe fn wake(ptr: NonNull<Header>, consume: bool) {
+    // SAFETY: the caller's reference keeps the header alive through the call.
+    let header = unsafe { ptr.as_ref() };
+    let mut state = header.state.load(Ordering::Acquire);
+    loop {
+        let next = if state & COMPLETE != 0 {
+            break;
+        } else if state & SCHEDULED != 0 {
+            // Already queued: a no-op store that still releases what the waking thread wrote
+            // to the runner, whose acquire swap of the state comes later.
+            state
+        } else if state & RUNNING != 0 {
+            // The runner reschedules it when this poll ends.
+            state | SCHEDULED
+        } else if consume {
+            // Idle: our reference becomes the runnable's.
+            state | SCHEDULED
+        } else {
+            (state | SCHEDULED) + REF_ONE
+        };
+        match header
+            .state
+            .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {
+                if state & (SCHEDULED | RUNNING) == 0 {
+                    (header.vtable.schedule)(Runnable { ptr });
+                    return;
+                }
+                break;
+            }
+            Err(actual) => state = actual,
+        }
+    }
+    if consume {
+        // SAFETY: the caller's reference was not moved into a runnable; give it up.
+        unsafe { drop_ref(ptr) };
+    }
+}
+
+// ----- runnables ----------------------------------------------------------------------------
+
+/// "Poll this task once": the unit that sits in ready queues. Holds one reference.
+///
+/// Dropping a `Runnable` without running it drops the task's future (the task completes as
+/// cancelled). A runnable of a pinned task must therefore be run or dropped only on its owner
+/// worker; code that finds one elsewhere leaks it with `mem::forget`.
+pub(crate) struct Runnable {
+    ptr: NonNull<Header>,
+}
+
+// SAFETY: a `Runnable` is a counted pointer to a task whose header is only shared immutably
+// (its mutable parts are atomics or guarded by the state protocol). A runnable of a `!Send`
+// (pinned) future is still sent, to its owner's inbox; `cell::spawn_pinned`'s contract and
+// `Shared::schedule_pinned` make sure only the owner thread runs or drops it.
+unsafe impl Send for Runnable {}
+
+impl Runnable {
+    /// Takes a reference the caller holds (the spawn's first runnable).
+    ///
+    /// # Safety
+    ///
+    /// The caller transfers a reference and the `SCHEDULED` bit it stands for.
+    pub(crate) unsafe fn from_ref(ptr: NonNull<Header>) -> Runnable {
+        Runnable { ptr }
+    }
+
+    /// The task's header.
+    #[inline]
+    pub(crate) fn meta(&self) -> &TaskMeta {
+        // SAFETY: the runnable's reference keeps the header alive.
+        unsafe { &self.ptr.as_ref().meta }
+    }
+
+    /// Sends the runnable to its queue (a spawn's first schedule).
+    pub(crate) fn schedule(self) {
+        // SAFETY: the runnable's reference keeps the header alive.
+        let schedule = unsafe { self.ptr.as_ref().vtable.schedule };
+        schedule(self)
+    }
+
+    /// Polls the task once (see the module docs for what happens to the state).
+    pub(crate) fn run(self) {
+        let ptr = ManuallyDrop::new(self).ptr;
+        // SAFETY: the runnable's reference and `SCHEDULED` bit are handed to `run`.
+        unsafe { run(ptr, false) }
+    }
+}
+
+impl Drop for Runnable {
+    fn drop(&mut self) {
+        // SAFETY: as in `run`; with `stop` the future is dropped instead of polled.
+        unsafe { run(self.ptr, true) }
+    }
+}
+
+impl fmt::Debug for Runnable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Runnable({})", self.meta().id)
+    }
+}
+
+/// One step of a scheduled task.
+///
+/// # Safety
+///
+/// The caller hands over a runnable's reference (and its `SCHEDULED` bit).
+unsafe fn run(ptr: NonNull<Header>, stop: bool) {
+    // SAFETY: the runnable's reference keeps the header alive until we drop it below.
+    let header = unsafe { ptr.as_ref() };
+    let mut state = header.state.load(Ordering::Acquire);
+    loop {
+        if state & COMPLETE != 0 {
+            // Not reachable while each runnable stands for one `SCHEDULED`; harmless anyway.
+            // SAFETY: our reference.
+            unsafe { drop_ref(ptr) };
+            return;
+        }
+        let next = (state & !SCHEDULED) | RUNNING;
+        match header
+            .state
+            .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => break,
+            Err(actual) => state = actual,
+        }
+    }
+    let stop = stop || state & CANCELLED != 0 || header.meta.shared.is_stopping();
+    // The waker handed to the future borrows the runnable's reference: no count traffic
+    // unless the future clones it.
+    // SAFETY: `ptr` is a live task header; `ManuallyDrop` keeps this waker from giving up the
+    // reference it borrows.
+    let waker = ManuallyDrop::new(unsafe { waker_from_ref(ptr) });
+    let mut cx = Context::from_waker(&waker);
+    // SAFETY: we set `RUNNING`, so we alone may touch the stage.
+    let polled = unsafe { (header.vtable.poll)(ptr, &mut cx, stop) };
+    match polled {
+        Poll::Pending => {
+            let state = header.update(|s| s & !RUNNING);
+            if state & SCHEDULED != 0 {
+                // Woken while it ran: back to its queue with this same reference.
+                (header.vtable.schedule)(Runnable { ptr });
+            } else {
+                // SAFETY: our reference.
+                unsafe { drop_ref(ptr) };
+            }
+        }
+        Poll::Ready(()) => {
+            // SAFETY: the stage holds the output now; we hand over our reference.
+            unsafe { complete(ptr) }
+        }
+    }
+}
+
+/// Publishes a finished task: `COMPLETE`, then the output to its owner and a wake to the
+/// awaiter.
+///
+/// # Safety
+///
+/// Called by the runner (holding a reference, which this gives up) right after the future
+/// finished and the output was written.
+unsafe fn complete(ptr: NonNull<Header>) {
+    // SAFETY: the runner's reference keeps the header alive.
+    let header = unsafe { ptr.as_ref() };
+    let old = header.update(|s| (s & !(RUNNING | SCHEDULED)) | COMPLETE);
+    if old & HANDLE == 0 {
+        // Detached: nobody will ever read the output.
+        // SAFETY: `HANDLE` was clear at `COMPLETE`, so the output is ours alone.
+        unsafe { (header.vtable.drop_output)(ptr) };
+    } else if old & JOIN_WAKER != 0 {
+        // SAFETY: with `JOIN_WAKER` set the slot is read-only for everyone, and the handle
+        // can no longer clear the bit now that `COMPLETE` is set.
+        if let Some(waker) = unsafe { &*header.awaiter.get() } {
+            waker.wake_by_ref();
+        }
+    }
+    // SAFETY: our reference.
+    unsafe { drop_ref(ptr) };
+}
+
+// ----- the join side ------------------------------------------------------------------------
+
+/// The join side of a task: owns the `HANDLE` bit and one reference. [`Task`](crate::Task)
+/// wraps it.
+pub(crate) struct JoinHandle<T> {
+    ptr: NonNull<Header>,
+    _output: PhantomData<T>,
+}
+
+// SAFETY: the join side only touches the output (a `T`) and atomics; it may move between
+// threads when `T` may (the same bounds as `std::thread::JoinHandle`'s result).
+unsafe impl<T: Send> Send for JoinHandle<T> {}
+// SAFETY: `&JoinHandle` only reads atomics and the task id, and wakes the task.
+unsafe impl<T> Sync for JoinHandle<T> {}
+
+// The handle never pins the output.
+impl<T> Unpin for JoinHandle<T> {}
+
+impl<T> JoinHandle<T> {
+    /// # Safety
+    ///
+    /// The caller transfers a reference and the `HANDLE` bit, for a task whose output is a
+    /// `Result<T, TaskError>`.
+    pub(crate) unsafe fn from_ref(ptr: NonNull<Header>) -> Self {
+        JoinHandle {
+            ptr,
+            _output: PhantomData,
+        }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: our reference keeps the header alive.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    pub(crate) fn meta(&self) -> &TaskMeta {
+        &self.header().meta
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.header().state.load(Ordering::Acquire) & COMPLETE != 0
+    }
+
+    /// Sets `CANCELLED` and wakes the task so that its next poll drops the future.
+    pub(crate) fn cancel(&self) {
+        let old = self.header().state.fetch_or(CANCELLED, Ordering::AcqRel);
+        if old & COMPLETE == 0 {
+            // SAFETY: we hold a reference and keep it.
+            unsafe { wake(self.ptr, false) };
+        }
+    }
+
+    /// Polls for the output; `Ready` consumes the handle (the caller must not use it again).
+    pub(crate) fn poll_join(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let header = self.header();
+        let mut state = header.state.load(Ordering::Acquire);
+        if state & COMPLETE != 0 {
+            return Poll::Ready(());
+        }
+        if state & JOIN_WAKER != 0 {
+            // SAFETY: the slot is read-only while `JOIN_WAKER` is set.
+            let same = unsafe { &*header.awaiter.get() }
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()));
+            if same {
+                return Poll::Pending;
+            }
+            // Take the slot back to replace the waker.
+            loop {
+                if state & COMPLETE != 0 {
+                    return Poll::Ready(());
+                }
+                match header.state.compare_exchange_weak(
+                    state,
+                    state & !JOIN_WAKER,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => state = actual,
+                }
+            }
+        }
+        // SAFETY: `JOIN_WAKER` is clear: the slot is ours.
+        unsafe { *header.awaiter.get() = Some(cx.waker().clone()) };
+        let mut state = header.state.load(Ordering::Acquire);
+        loop {
+            if state & COMPLETE != 0 {
+                return Poll::Ready(());
+            }
+            match header.state.compare_exchange_weak(
+                state,
+                state | JOIN_WAKER,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Poll::Pending,
+                Err(actual) => state = actual,
+            }
+        }
+    }
+
+    /// After `poll_join` returned `Ready`: the output (this gives up the handle).
+    pub(crate) fn into_output(self) -> Result<T, TaskError> {
+        let this = ManuallyDrop::new(self);
+        let mut out: Option<Result<T, TaskError>> = None;
+        // SAFETY: `COMPLETE` was observed with `HANDLE` set, so the output is ours; `out` has
+        // the type the cell writes (`from_ref`'s contract). Then we give up our reference.
+        unsafe {
+            (this.header().vtable.take_output)(this.ptr, &mut out as *mut _ as *mut ());
+            drop_ref(this.ptr);
+        }
+        out.expect("task output missing")
+    }
+}
+
+impl<T> Drop for JoinHandle<T> {
+    /// Detaches: the task keeps running; its output is dropped by whoever sees the other
+    /// side go (see `HANDLE`).
+    fn drop(&mut self) {
+        let header = self.header();
+        let old = header.update(|s| {
+            if s & COMPLETE != 0 {
+                s & !HANDLE
+            } else {
+                s & !(HANDLE | JOIN_WAKER)
+            }
+        });
+        if old & COMPLETE != 0 {
+            // The runner saw `HANDLE` set: the output is ours to drop.
+            // SAFETY: ownership of the output follows from the transition above.
+            unsafe { (header.vtable.drop_output)(self.ptr) };
+        } else {
+            // `JOIN_WAKER` is clear now and `COMPLETE` will find `HANDLE` clear: the slot
+            // is ours; drop the waker early rather than hold the awaiter alive.
+            // SAFETY: ownership of the slot follows from the transition above.
+            drop(unsafe { (*header.awaiter.get()).take() });
+        }
+        // SAFETY: our reference.
+        unsafe { drop_ref(self.ptr) };
+    }
+}
