@@ -134,6 +134,15 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Drops a caught panic's payload without letting a panicking destructor of the payload
+/// unwind any further (a payload built with `panic_any` may have one). A second payload out
+/// of that destructor is leaked: dropping it could panic again.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
 /// The exception handler of one runtime: the user's, or the default that logs.
 #[derive(Clone)]
 pub(crate) struct ExceptionHandler {
@@ -155,6 +164,7 @@ impl ExceptionHandler {
                         "the exception handler panicked ({}) while handling: {ctx}",
                         panic_message(&*payload)
                     );
+                    drop_payload(payload);
                 }
             }
         }

@@ -257,7 +257,7 @@ impl Shared {
 
     // ----- submission ---------------------------------------------------------------------
 
-    /// Schedule function of stealable tasks (called by `async-task` on every wake).
+    /// Schedule function of stealable tasks (called on every wake, see `task::raw::wake`).
     pub(crate) fn schedule_task(runnable: Runnable) {
         let runnable = match context::push_if_worker_of(runnable) {
             None => return,

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::contextvar::{self, Context as VarContext};
-use crate::exception::ExceptionContext;
+use crate::exception::drop_payload;
 use crate::shared::Shared;
 use crate::task::raw::{Header, JoinHandle, Runnable, VTable};
 use crate::task::{Task, TaskError, TaskMeta, TaskPanic};
@@ -128,21 +128,25 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             match polled {
                 Ok(Poll::Pending) => return Poll::Pending,
                 Ok(Poll::Ready(value)) => Ok(value),
-                Err(payload) => Err(TaskError::Panicked(TaskPanic::new(
-                    &*payload,
-                    meta.id,
-                    meta.location,
-                    meta.shared.handler.clone(),
-                ))),
+                Err(payload) => {
+                    let panic = TaskPanic::new(
+                        &*payload,
+                        meta.id,
+                        meta.location,
+                        meta.shared.handler.clone(),
+                    );
+                    drop_payload(payload);
+                    Err(TaskError::Panicked(panic))
+                }
             }
         };
-        meta.shared.registry.unregister(&cell.header);
+        meta.shared.registry.unregister(ptr);
         let dropped = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the stage holds the running future; it is dropped in place, once.
             unsafe { ManuallyDrop::drop(&mut stage.running) }
         }));
         if let Err(payload) = dropped {
-            report_drop_panic(meta, &*payload, "a task's future");
+            meta.report_drop_panic(payload, "a task's future");
         }
         stage.output = ManuallyDrop::new(output);
         Poll::Ready(())
@@ -166,13 +170,25 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             unsafe { ManuallyDrop::drop(&mut (*cell.stage.get()).output) }
         }));
         if let Err(payload) = dropped {
-            report_drop_panic(&cell.header.meta, &*payload, "a task's output");
+            cell.header
+                .meta
+                .report_drop_panic(payload, "a task's output");
         }
     }
 
     unsafe fn dealloc(ptr: NonNull<Header>) {
         // SAFETY: the last reference is gone; the cell was made by `Box::new` in `allocate`.
         let cell = unsafe { Box::from_raw(ptr.cast::<Self>().as_ptr()) };
+        // The awaiter is someone else's waker, whose drop may panic: contain it here, where
+        // the task can still be named, rather than unwind into whoever dropped the last
+        // reference (often a worker).
+        if let Some(awaiter) = cell.header.take_awaiter() {
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(awaiter))) {
+                cell.header
+                    .meta
+                    .report_drop_panic(payload, "the waker awaiting a task");
+            }
+        }
         if !cell.header.is_complete() {
             // Unreachable while the registry holds a reference until the future is gone;
             // kept so that a leak of logic is not also a leak of the future.
@@ -182,25 +198,9 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
     }
 }
 
-/// Reports a panicking destructor to the exception handler instead of unwinding into the
-/// worker (or, at shutdown, into whoever drops the runtime).
-fn report_drop_panic(meta: &TaskMeta, payload: &(dyn std::any::Any + Send), what: &str) {
-    let message = if meta.shared.is_stopping() {
-        format!("unhandled error during shutdown: {what} panicked while being dropped")
-    } else {
-        format!("Exception while dropping {what}")
-    };
-    let ctx = ExceptionContext::new(message)
-        .with_panic(payload)
-        .with_task(meta.id)
-        .with_location(meta.location);
-    meta.shared.handler.call(&ctx);
-}
-
 /// Registers a new cell and schedules its first poll.
 fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
-    // SAFETY: the new cell is alive: we hold its references until they are handed out below.
-    shared.registry.register(unsafe { ptr.as_ref() }, name);
+    shared.registry.register(ptr, name);
     // SAFETY: a new header holds one reference and `SCHEDULED` for the first runnable and one
     // reference and `HANDLE` for the join handle; its output type is `Result<T, TaskError>`
     // (the caller's `F::Output` is `T`).

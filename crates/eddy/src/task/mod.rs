@@ -31,6 +31,7 @@ pub(crate) mod raw;
 pub(crate) mod registry;
 mod yield_now;
 
+use std::any::Any;
 use std::fmt;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -45,6 +46,7 @@ pub use handle::Task;
 pub use join_set::JoinSet;
 pub use yield_now::{yield_now, YieldNow};
 
+use crate::exception::ExceptionContext;
 use crate::shared::Shared;
 
 pub(crate) use raw::Runnable;
@@ -141,6 +143,27 @@ impl TaskMeta {
     pub(crate) fn count_poll(&self) {
         let polls = self.polls.load(Ordering::Relaxed);
         self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Reports a panicking destructor (or waker) to the exception handler instead of
+    /// unwinding into the worker (or, at shutdown, into whoever drops the runtime).
+    pub(crate) fn report_drop_panic(&self, payload: Box<dyn Any + Send>, what: &str) {
+        let message = if self.shared.is_stopping() {
+            format!("unhandled error during shutdown: {what} panicked while being dropped")
+        } else {
+            format!("Exception while dropping {what}")
+        };
+        self.report_panic(payload, message);
+    }
+
+    /// Gives a caught panic of this task's machinery to the exception handler.
+    pub(crate) fn report_panic(&self, payload: Box<dyn Any + Send>, message: String) {
+        let ctx = ExceptionContext::new(message)
+            .with_panic(&*payload)
+            .with_task(self.id)
+            .with_location(self.location);
+        self.shared.handler.call(&ctx);
+        crate::exception::drop_payload(payload);
     }
 
     /// This task's line in a dump.

@@ -3,9 +3,9 @@
 //!
 //! An idle task is referenced only by the wakers that the things it awaits hold. If nobody
 //! holds one (a `pending()` future, a channel nobody will send on), nothing could ever poll or
-//! drop it again. So every task is registered when it is spawned, with one waker clone
-//! (which keeps its allocation alive) and a pointer to its [`TaskMeta`]; it leaves the
-//! registry when its future completes or is dropped. That gives:
+//! drop it again. So every task is registered when it is spawned, holding one counted
+//! reference (which keeps its allocation alive); it leaves the registry when its future
+//! completes or is dropped. That gives:
 //!
 //! * [`Task::cancel`](crate::Task::cancel) a way to wake an idle task so that it notices;
 //! * shutdown and `eddy::run` a way to wake every remaining task once, so that its cell,
@@ -159,21 +159,24 @@ impl TaskRegistry {
 
     /// Lists a freshly spawned task. Its header was made `REGISTERED`, with a reference for
     /// us, by `raw::Header::new`.
-    pub(crate) fn register(&self, task: &Header, name: Option<String>) {
-        let meta = &task.meta;
+    pub(crate) fn register(&self, task: NonNull<Header>, name: Option<String>) {
+        // SAFETY: the caller (the spawn path) holds the new task's references.
+        let meta = &unsafe { header(task) }.meta;
         if let Some(name) = name {
             self.names.lock().insert(meta.id, name);
         }
-        self.shard(meta).push(NonNull::from(task));
+        self.shard(meta).push(task);
     }
 
     /// Takes a task out of the registry, if it is still there, and drops our reference (the
     /// caller holds another: this never frees the task).
-    pub(crate) fn unregister(&self, task: &Header) {
-        let meta = &task.meta;
+    pub(crate) fn unregister(&self, task: NonNull<Header>) {
+        // SAFETY: the caller (the task's runner) holds a reference.
+        let h = unsafe { header(task) };
+        let meta = &h.meta;
         let removed = {
             let mut list = self.shard(meta);
-            let listed = task.state().load(Ordering::Acquire) & REGISTERED != 0;
+            let listed = h.state().load(Ordering::Acquire) & REGISTERED != 0;
             if listed {
                 Self::unlink(&mut list, task);
             }
@@ -183,14 +186,17 @@ impl TaskRegistry {
             self.forget_name(meta);
             // SAFETY: the registry's reference, which `unlink` passed to us; the caller's
             // own reference keeps the task alive past this.
-            unsafe { raw::drop_ref(NonNull::from(task)) };
+            unsafe { raw::drop_ref(task) };
         }
     }
 
     /// Unlinks a listed task; the registry's reference passes to the caller.
-    fn unlink(list: &mut List, task: &Header) {
-        list.remove(NonNull::from(task));
-        task.state().fetch_and(!REGISTERED, Ordering::AcqRel);
+    fn unlink(list: &mut List, task: NonNull<Header>) {
+        list.remove(task);
+        // SAFETY: listed tasks are alive, and the caller holds the lock.
+        unsafe { header(task) }
+            .state()
+            .fetch_and(!REGISTERED, Ordering::AcqRel);
     }
 
     fn forget_name(&self, meta: &TaskMeta) {
@@ -210,7 +216,7 @@ impl TaskRegistry {
                 // SAFETY: listed, and we hold the lock until the reference is in a waker.
                 let h = unsafe { header(task) };
                 if h.meta.owner() == owner {
-                    Self::unlink(&mut list, h);
+                    Self::unlink(&mut list, task);
                     self.forget_name(&h.meta);
                     // SAFETY: the registry's reference moves into the waker.
                     out.push(unsafe { raw::waker_from_ref(task) });

@@ -494,6 +494,7 @@ impl Worker {
                         .with_panic(&*payload)
                         .with_location(cb.location());
                     self.shared.handler.call(&ctx);
+                    crate::exception::drop_payload(payload);
                 }
                 if let Some(start) = start {
                     self.report_if_slow(start, "callback", cb.location(), None);
