@@ -50,8 +50,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc_zeroed`'s
-        // contract.
+        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             count(layout.size());
@@ -60,8 +59,8 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged; `ptr` was allocated by `System` (through us) with
-        // `layout`, as the caller guarantees.
+        // `ptr` was allocated by `System` (through us) with `layout`, as the caller guarantees.
+        // SAFETY: so forwarding unchanged is sound.
         unsafe { System.dealloc(ptr, layout) };
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
     }

@@ -120,8 +120,8 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             let running = unsafe { &mut *stage.running };
             meta.count_poll();
             let outer = contextvar::swap(running.context.take());
-            // SAFETY: the future lives inside the heap cell and is never moved: it is dropped
-            // in place below.
+            // The future lives inside the heap cell and is dropped in place below.
+            // SAFETY: so it is never moved once pinned here.
             let future = unsafe { Pin::new_unchecked(&mut running.future) };
             let polled = panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx)));
             running.context = contextvar::swap(outer);
@@ -153,8 +153,8 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
     }
 
     unsafe fn take_output(ptr: NonNull<Header>, out: *mut ()) {
-        // SAFETY: see `from_header`; the caller owns the output (`raw`'s `HANDLE` rule) and `out`
-        // points to an `Option` of the output type.
+        // The caller owns the output (`raw`'s `HANDLE` rule); `out` is an `Option` of its type.
+        // SAFETY: see `from_header` and the line above.
         unsafe {
             let stage = &mut *Self::from_header(ptr).stage.get();
             *out.cast::<Option<Result<F::Output, TaskError>>>() =
@@ -201,9 +201,9 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
 /// Registers a new cell and schedules its first poll.
 fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
     shared.registry.register(ptr, name);
-    // SAFETY: a new header holds one reference and `SCHEDULED` for the first runnable and one
-    // reference and `HANDLE` for the join handle; its output type is `Result<T, TaskError>`
-    // (the caller's `F::Output` is `T`).
+    // A new header holds one reference and `SCHEDULED` for the first runnable, and one
+    // reference and `HANDLE` for the join handle; the output type is `Result<T, TaskError>`.
+    // SAFETY: so each side receives exactly what its constructor asks for.
     let (runnable, handle) = unsafe { (Runnable::from_ref(ptr), JoinHandle::from_ref(ptr)) };
     runnable.schedule();
     Task::new(handle)

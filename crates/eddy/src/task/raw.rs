@@ -123,8 +123,7 @@ impl Header {
 
     /// Takes the awaiter's waker out of its slot, for `dealloc` (no other reference exists).
     pub(crate) fn take_awaiter(&self) -> Option<Waker> {
-        // SAFETY: only called on a task whose last reference is gone: nobody else can reach
-        // the slot.
+        // SAFETY: called only once the last reference is gone: nobody else reaches the slot.
         unsafe { (*self.awaiter.get()).take() }
     }
 
@@ -193,8 +192,8 @@ static WAKER_VTABLE: RawWakerVTable =
 ///
 /// The caller transfers one reference it holds to the returned waker.
 pub(crate) unsafe fn waker_from_ref(ptr: NonNull<Header>) -> Waker {
-    // SAFETY: the data pointer is a task header with one reference for this waker, which is
-    // what every function of `WAKER_VTABLE` expects.
+    // The data pointer is a task header with one reference for this waker.
+    // SAFETY: that is what every function of `WAKER_VTABLE` expects.
     unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) }
 }
 
@@ -361,8 +360,8 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
     let stop = stop || state & CANCELLED != 0 || header.meta.shared.is_stopping();
     // The waker handed to the future borrows the runnable's reference: no count traffic
     // unless the future clones it.
-    // SAFETY: `ptr` is a live task header; `ManuallyDrop` keeps this waker from giving up the
-    // reference it borrows.
+    // `ptr` is a live task header; `ManuallyDrop` keeps the waker from giving up its reference.
+    // SAFETY: so the waker borrows the runnable's reference for the poll.
     let waker = ManuallyDrop::new(unsafe { waker_from_ref(ptr) });
     let mut cx = Context::from_waker(&waker);
     // SAFETY: we set `RUNNING`, so we alone may touch the stage.
@@ -401,8 +400,9 @@ unsafe fn complete(ptr: NonNull<Header>) {
         // SAFETY: `HANDLE` was clear at `COMPLETE`, so the output is ours alone.
         unsafe { (header.vtable.drop_output)(ptr) };
     } else if old & JOIN_WAKER != 0 {
-        // SAFETY: with `JOIN_WAKER` set the slot is read-only for everyone, and the handle
-        // can no longer clear the bit now that `COMPLETE` is set.
+        // With `JOIN_WAKER` set the slot is read-only for everyone, and the handle can no
+        // longer clear the bit now that `COMPLETE` is set.
+        // SAFETY: so a shared borrow of the slot is sound.
         if let Some(waker) = unsafe { &*header.awaiter.get() } {
             // Someone else's waker (another runtime's, say) may panic: that must not unwind
             // into the worker or skip our `drop_ref`.
@@ -523,8 +523,9 @@ impl<T> JoinHandle<T> {
     pub(crate) fn into_output(self) -> Result<T, TaskError> {
         let this = ManuallyDrop::new(self);
         let mut out: Option<Result<T, TaskError>> = None;
-        // SAFETY: `COMPLETE` was observed with `HANDLE` set, so the output is ours; `out` has
-        // the type the cell writes (`from_ref`'s contract). Then we give up our reference.
+        // `COMPLETE` was observed with `HANDLE` set, so the output is ours; `out` has the type
+        // the cell writes (`from_ref`'s contract). Then we give up our reference.
+        // SAFETY: as just said.
         unsafe {
             (this.header().vtable.take_output)(this.ptr, &mut out as *mut _ as *mut ());
             drop_ref(this.ptr);

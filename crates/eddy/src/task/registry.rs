@@ -79,8 +79,9 @@ impl List {
     }
 
     fn push(&mut self, task: NonNull<Header>) {
-        // SAFETY: `task` and the current head are alive (the registry's references) and in
-        // this shard, whose lock we hold (`&mut self` comes from the guard).
+        // `task` and the current head are alive (the registry's references) and in this
+        // shard, whose lock we hold (`&mut self` comes from the guard).
+        // SAFETY: so `links` may hand out their links.
         unsafe {
             *self.links(task) = LinkPtrs {
                 prev: None,
@@ -184,8 +185,8 @@ impl TaskRegistry {
         };
         if removed {
             self.forget_name(meta);
-            // SAFETY: the registry's reference, which `unlink` passed to us; the caller's
-            // own reference keeps the task alive past this.
+            // The caller's own reference keeps the task alive past this.
+            // SAFETY: we give up the registry's reference, which `unlink` passed to us.
             unsafe { raw::drop_ref(task) };
         }
     }
@@ -258,8 +259,7 @@ impl TaskRegistry {
             for task in list.tasks() {
                 // SAFETY: listed, and the lock is held.
                 if pick(&unsafe { header(task) }.meta) {
-                    // SAFETY: the task is alive (listed, lock held); the new reference is
-                    // the waker's.
+                    // SAFETY: listed and locked, so alive; the new reference is the waker's.
                     out.push(unsafe {
                         raw::add_ref(task);
                         raw::waker_from_ref(task)
