@@ -180,7 +180,9 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     /// Set by `close` and by `cancel_all_tasks`: every task stops at its next poll.
     stopping: AtomicBool,
-    next_task_id: AtomicU64,
+    /// Written by every spawn, so kept off the cache line of the flags above, which every
+    /// poll reads.
+    next_task_id: CachePadded<AtomicU64>,
     /// Round-robin choice of heap for timers scheduled from outside the workers.
     next_remote_home: AtomicUsize,
     /// `run_forever` waits here for `stop()`.
@@ -222,7 +224,7 @@ impl Shared {
             fd_watch_lock: Mutex::new(()),
             closed: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
-            next_task_id: AtomicU64::new(1),
+            next_task_id: CachePadded::new(AtomicU64::new(1)),
             next_remote_home: AtomicUsize::new(0),
             stop: Mutex::new(false),
             stop_cv: Condvar::new(),

@@ -250,6 +250,14 @@ pub(crate) unsafe fn wake(ptr: NonNull<Header>, consume: bool) {
         } else {
             (state | SCHEDULED) + REF_ONE
         };
+        // A consumed reference that does not become a runnable's is given up in the same
+        // step. It is never the last one: while `SCHEDULED` or `RUNNING` is set, a runnable
+        // or the runner holds another.
+        let next = if consume && state & (SCHEDULED | RUNNING) != 0 {
+            next - REF_ONE
+        } else {
+            next
+        };
         match header
             .state
             .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
@@ -257,15 +265,15 @@ pub(crate) unsafe fn wake(ptr: NonNull<Header>, consume: bool) {
             Ok(_) => {
                 if state & (SCHEDULED | RUNNING) == 0 {
                     (header.vtable.schedule)(Runnable { ptr });
-                    return;
                 }
-                break;
+                return;
             }
             Err(actual) => state = actual,
         }
     }
+    // Complete: nothing to schedule.
     if consume {
-        // SAFETY: the caller's reference was not moved into a runnable; give it up.
+        // SAFETY: the caller's reference, which it gave us to consume.
         unsafe { drop_ref(ptr) };
     }
 }
@@ -368,13 +376,22 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
     let polled = unsafe { (header.vtable.poll)(ptr, &mut cx, stop) };
     match polled {
         Poll::Pending => {
-            let state = header.update(|s| s & !RUNNING);
+            // Idle again, giving up our reference in the same step unless the task was woken
+            // while it ran: then it goes back to its queue with this same reference.
+            let state = header.update(|s| {
+                if s & SCHEDULED != 0 {
+                    s & !RUNNING
+                } else {
+                    (s & !RUNNING) - REF_ONE
+                }
+            });
             if state & SCHEDULED != 0 {
-                // Woken while it ran: back to its queue with this same reference.
                 (header.vtable.schedule)(Runnable { ptr });
-            } else {
-                // SAFETY: our reference.
-                unsafe { drop_ref(ptr) };
+            } else if state & REF_MASK == REF_ONE {
+                // Ours was the last reference (the registry holds one while the future
+                // lives, so this is not expected; handled all the same).
+                // SAFETY: nobody else can reach the task; the update above acquired.
+                unsafe { (header.vtable.dealloc)(ptr) };
             }
         }
         Poll::Ready(()) => {
