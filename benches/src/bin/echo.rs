@@ -239,12 +239,17 @@ fn serve(name: &str) -> io::Result<()> {
 }
 
 fn serve_eddy() -> io::Result<()> {
-    // EDDY_BENCH_WORKERS is for experiments; the table uses 2 like every other server.
+    // EDDY_BENCH_WORKERS and EDDY_BENCH_METRICS are for experiments; the table uses 2 workers
+    // like every other server.
     let workers = std::env::var("EDDY_BENCH_WORKERS")
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(2);
-    let rt = eddy::Builder::new().workers(workers).build()?;
+    let rt = std::sync::Arc::new(eddy::Builder::new().workers(workers).build()?);
+    if let Ok(path) = std::env::var("EDDY_BENCH_METRICS") {
+        let rt = rt.clone();
+        std::thread::spawn(move || log_metrics(&rt, &path));
+    }
     rt.block_on(async {
         let listener = eddy::net::TcpListener::bind("127.0.0.1:0").await?;
         announce(listener.local_addr()?);
@@ -266,6 +271,39 @@ fn serve_eddy() -> io::Result<()> {
             }));
         }
     })
+}
+
+/// `EDDY_BENCH_METRICS=FILE`: every 500 ms, one line per interval with each worker's tasks
+/// polled, parks, IO events, steals and busy time in that interval (for experiments on the
+/// server's behaviour under load; the tables do not use it).
+fn log_metrics(rt: &eddy::Runtime, path: &str) {
+    let Ok(mut file) = std::fs::File::create(path) else {
+        return;
+    };
+    let mut last = rt.metrics();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = rt.metrics();
+        let line: Vec<String> = now
+            .workers
+            .iter()
+            .zip(&last.workers)
+            .map(|(a, b)| {
+                format!(
+                    "polled {} parks {} io {} steals {} busy {:?}",
+                    a.tasks_polled - b.tasks_polled,
+                    a.parks - b.parks,
+                    a.io_events - b.io_events,
+                    a.steal_operations - b.steal_operations,
+                    a.busy_time - b.busy_time
+                )
+            })
+            .collect();
+        if writeln!(file, "{}", line.join(" | ")).is_err() {
+            return;
+        }
+        last = now;
+    }
 }
 
 fn serve_tokio() -> io::Result<()> {
