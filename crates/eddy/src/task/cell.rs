@@ -182,7 +182,8 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         // The awaiter is someone else's waker, whose drop may panic: contain it here, where
         // the task can still be named, rather than unwind into whoever dropped the last
         // reference (often a worker).
-        if let Some(awaiter) = cell.header.take_awaiter() {
+        // SAFETY: the last reference is gone (we are freeing the cell).
+        if let Some(awaiter) = unsafe { cell.header.take_awaiter() } {
             if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(awaiter))) {
                 cell.header
                     .meta

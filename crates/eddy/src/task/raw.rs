@@ -53,8 +53,8 @@ const RUNNING: usize = 1 << 1;
 const COMPLETE: usize = 1 << 2;
 const HANDLE: usize = 1 << 3;
 const JOIN_WAKER: usize = 1 << 4;
-pub(crate) const CANCELLED: usize = 1 << 5;
-pub(crate) const REGISTERED: usize = 1 << 6;
+const CANCELLED: usize = 1 << 5;
+const REGISTERED: usize = 1 << 6;
 const REF_ONE: usize = 1 << 7;
 const REF_MASK: usize = !(REF_ONE - 1);
 
@@ -98,10 +98,14 @@ impl Header {
         }
     }
 
-    /// The raw state word, for flags that other modules own (`CANCELLED`, `REGISTERED`).
-    #[inline]
-    pub(crate) fn state(&self) -> &AtomicUsize {
-        &self.state
+    /// Whether the registry lists the task (read and changed only under its shard lock).
+    pub(crate) fn is_registered(&self) -> bool {
+        self.state.load(Ordering::Acquire) & REGISTERED != 0
+    }
+
+    /// The registry unlinked the task (under its shard lock); its reference passes on.
+    pub(crate) fn clear_registered(&self) {
+        self.state.fetch_and(!REGISTERED, Ordering::AcqRel);
     }
 
     /// Applies `f` to the state atomically; returns the state before.
@@ -121,9 +125,13 @@ impl Header {
         }
     }
 
-    /// Takes the awaiter's waker out of its slot, for `dealloc` (no other reference exists).
-    pub(crate) fn take_awaiter(&self) -> Option<Waker> {
-        // SAFETY: called only once the last reference is gone: nobody else reaches the slot.
+    /// Takes the awaiter's waker out of its slot, for `dealloc`.
+    ///
+    /// # Safety
+    ///
+    /// The last reference to the task is gone: nobody else can reach the slot.
+    pub(crate) unsafe fn take_awaiter(&self) -> Option<Waker> {
+        // SAFETY: per the contract, we are the slot's only user.
         unsafe { (*self.awaiter.get()).take() }
     }
 

@@ -22,13 +22,12 @@
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::Ordering;
 use std::task::Waker;
 
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::task::dump::TaskInfo;
-use crate::task::raw::{self, Header, REGISTERED};
+use crate::task::raw::{self, Header};
 use crate::task::{TaskId, TaskMeta};
 
 const SHARDS: usize = 64;
@@ -177,7 +176,7 @@ impl TaskRegistry {
         let meta = &h.meta;
         let removed = {
             let mut list = self.shard(meta);
-            let listed = h.state().load(Ordering::Acquire) & REGISTERED != 0;
+            let listed = h.is_registered();
             if listed {
                 Self::unlink(&mut list, task);
             }
@@ -195,9 +194,7 @@ impl TaskRegistry {
     fn unlink(list: &mut List, task: NonNull<Header>) {
         list.remove(task);
         // SAFETY: listed tasks are alive, and the caller holds the lock.
-        unsafe { header(task) }
-            .state()
-            .fetch_and(!REGISTERED, Ordering::AcqRel);
+        unsafe { header(task) }.clear_registered();
     }
 
     fn forget_name(&self, meta: &TaskMeta) {
