@@ -487,6 +487,42 @@ mod tests {
         assert_eq!(shared.registry.len(), 0);
     }
 
+    /// A detached task whose registry reference became a waker (shutdown's `take`) returns
+    /// `Pending` while another thread drops that waker: whichever of the two gives up the
+    /// last reference frees the cell, once, and nothing is used after it (Miri's leak and
+    /// use-after-free checks, over whichever orders its scheduler picks).
+    #[test]
+    fn the_last_reference_dropped_during_a_pending_return() {
+        let _turn = serial();
+        for _ in 0..20 {
+            let shared = shared();
+            let polls = Arc::new(AtomicUsize::new(0));
+            let seen = polls.clone();
+            drop(spawn(
+                &shared,
+                std::future::poll_fn(move |_| {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    Poll::<()>::Pending
+                }),
+            ));
+            assert_eq!(run_queued(), 1);
+            let mut wakers = shared.registry.take(None);
+            assert_eq!(wakers.len(), 1);
+            let waker = wakers.pop().unwrap();
+            waker.wake_by_ref();
+            // Drop the waker while the second poll is returning `Pending`.
+            let dropper = std::thread::spawn(move || {
+                while polls.load(Ordering::SeqCst) < 2 {
+                    std::thread::yield_now();
+                }
+                drop(waker);
+            });
+            assert_eq!(run_queued(), 1);
+            dropper.join().unwrap();
+            assert_eq!(shared.registry.len(), 0);
+        }
+    }
+
     /// Wakes, joins and detaches racing on three threads: every task completes once and every
     /// handle gets its output or detaches, with nothing leaked (Miri's leak check).
     #[test]

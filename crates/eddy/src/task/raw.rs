@@ -108,23 +108,6 @@ impl Header {
         self.state.fetch_and(!REGISTERED, Ordering::AcqRel);
     }
 
-    /// Applies `f` to the state atomically; returns the state before.
-    #[inline]
-    fn update(&self, f: impl Fn(usize) -> usize) -> usize {
-        let mut state = self.state.load(Ordering::Acquire);
-        loop {
-            match self.state.compare_exchange_weak(
-                state,
-                f(state),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(old) => return old,
-                Err(actual) => state = actual,
-            }
-        }
-    }
-
     /// Takes the awaiter's waker out of its slot, for `dealloc`.
     ///
     /// # Safety
@@ -150,6 +133,23 @@ impl Header {
             TaskState::Scheduled
         } else {
             TaskState::Idle
+        }
+    }
+}
+
+/// Applies `f` to a state word atomically; returns the state before.
+///
+/// It takes the atomic, not the `Header`: a transition that gives up the caller's reference
+/// lets another thread free the task at once, and a `&Header` argument would then still be
+/// live (and, to the compiler, dereferenceable) until this function returns.
+#[inline]
+fn update(state: &AtomicUsize, f: impl Fn(usize) -> usize) -> usize {
+    let mut current = state.load(Ordering::Acquire);
+    loop {
+        match state.compare_exchange_weak(current, f(current), Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(old) => return old,
+            Err(actual) => current = actual,
         }
     }
 }
@@ -386,7 +386,7 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
         Poll::Pending => {
             // Idle again, giving up our reference in the same step unless the task was woken
             // while it ran: then it goes back to its queue with this same reference.
-            let state = header.update(|s| {
+            let state = update(&header.state, |s| {
                 if s & SCHEDULED != 0 {
                     s & !RUNNING
                 } else {
@@ -396,8 +396,9 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
             if state & SCHEDULED != 0 {
                 (header.vtable.schedule)(Runnable { ptr });
             } else if state & REF_MASK == REF_ONE {
-                // Ours was the last reference (the registry holds one while the future
-                // lives, so this is not expected; handled all the same).
+                // Ours was the last reference: the registry holds one while the future lives,
+                // except after shutdown's `take` turned it into a waker, which may be dropped
+                // while we poll.
                 // SAFETY: nobody else can reach the task; the update above acquired.
                 unsafe { (header.vtable.dealloc)(ptr) };
             }
@@ -419,7 +420,7 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
 unsafe fn complete(ptr: NonNull<Header>) {
     // SAFETY: the runner's reference keeps the header alive.
     let header = unsafe { ptr.as_ref() };
-    let old = header.update(|s| (s & !(RUNNING | SCHEDULED)) | COMPLETE);
+    let old = update(&header.state, |s| (s & !(RUNNING | SCHEDULED)) | COMPLETE);
     if old & HANDLE == 0 {
         // Detached: nobody will ever read the output.
         // SAFETY: `HANDLE` was clear at `COMPLETE`, so the output is ours alone.
@@ -564,7 +565,7 @@ impl<T> Drop for JoinHandle<T> {
     /// side go (see `HANDLE`).
     fn drop(&mut self) {
         let header = self.header();
-        let old = header.update(|s| {
+        let old = update(&header.state, |s| {
             if s & COMPLETE != 0 {
                 s & !HANDLE
             } else {
