@@ -140,6 +140,17 @@ fn current_or_panic() -> Arc<Shared> {
     current_shared().unwrap_or_else(|| panic!("{NO_RUNTIME}"))
 }
 
+/// Runs `f` with the current runtime, borrowed: the hot spawn path, where a clone of the
+/// `Arc` (an increment and a decrement of a count that every task of the runtime also
+/// touches) showed in profiles. `f` may spawn and wake (they borrow the thread-local too).
+fn with_current_or_panic<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
+    CURRENT.with(|c| match &*c.borrow() {
+        Some(Current::Worker(w)) => f(w.shared()),
+        Some(Current::Guest(s)) => f(s),
+        None => panic!("{NO_RUNTIME}"),
+    })
+}
+
 // ----- routing shared by the free functions and RuntimeHandle ---------------------------------
 
 /// Queues a callback cell on `shared`: locally if this thread is one of its workers.
@@ -203,7 +214,7 @@ where
     F::Output: Send + 'static,
 {
     let location = Location::caller();
-    task::spawn_stealable(&current_or_panic(), future, location)
+    with_current_or_panic(|shared| task::spawn_stealable(shared, future, location))
 }
 
 /// Spawns a `!Send` future pinned to the current worker: it is never stolen, and wakes from
