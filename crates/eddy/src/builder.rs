@@ -305,17 +305,7 @@ impl Builder {
                     // Last: shutdown waits for this, so the stop hook has run by then.
                     shared2.worker_exited();
                 });
-            match spawned {
-                Ok(t) => threads.push(t),
-                Err(e) => {
-                    // Stop the workers we did start before reporting.
-                    shared.close();
-                    for t in threads {
-                        let _ = t.join();
-                    }
-                    return Err(e);
-                }
-            }
+            keep_or_unwind(spawned, &mut threads, &shared)?;
         }
         // The monitor serves stuck workers through their siblings: useless with one worker.
         if n > 1 {
@@ -323,17 +313,31 @@ impl Builder {
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-monitor", self.thread_name))
                 .spawn(move || crate::worker::monitor::run(&shared2));
-            match spawned {
-                Ok(t) => threads.push(t),
-                Err(e) => {
-                    shared.close();
-                    for t in threads {
-                        let _ = t.join();
-                    }
-                    return Err(e);
-                }
-            }
+            keep_or_unwind(spawned, &mut threads, &shared)?;
         }
         Ok(Runtime::from_parts(shared, threads))
+    }
+}
+
+/// Keeps a freshly started runtime thread, or, if starting it failed, closes the runtime,
+/// joins the threads already started and returns the error (a half-built runtime must not
+/// keep running behind a failed `build`).
+fn keep_or_unwind(
+    spawned: io::Result<std::thread::JoinHandle<()>>,
+    threads: &mut Vec<std::thread::JoinHandle<()>>,
+    shared: &Shared,
+) -> io::Result<()> {
+    match spawned {
+        Ok(t) => {
+            threads.push(t);
+            Ok(())
+        }
+        Err(e) => {
+            shared.close();
+            for t in threads.drain(..) {
+                let _ = t.join();
+            }
+            Err(e)
+        }
     }
 }
