@@ -104,32 +104,35 @@ pub(crate) fn is_worker_of(shared: &Arc<Shared>) -> bool {
 
 /// Pushes a woken stealable task to this thread's ready queue if this thread is a worker of
 /// the task's runtime; otherwise gives it back.
+pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
+    hand_to_this_worker(runnable, |_, _| true, |w, r| w.push_local(Job::Task(r)))
+}
+
+/// Pushes a woken pinned task to its owner's queue if this thread is that owner.
+pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
+    hand_to_this_worker(
+        runnable,
+        |w, r| r.meta().owner() == Some(w.index() as u32),
+        |w, r| w.push_pinned(r),
+    )
+}
+
+/// Gives `runnable` to `push` if this thread is a worker of its runtime and `accepts` it;
+/// otherwise gives it back.
 ///
 /// The runnable stays outside the thread-local's closure: if the thread-local is already gone
 /// (a wake from another thread-local's destructor), `try_with` does not run the closure, and
 /// a runnable moved into it would be dropped, which drops its future on this thread.
-pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
+fn hand_to_this_worker(
+    runnable: Runnable,
+    accepts: impl FnOnce(&Worker, &Runnable) -> bool,
+    push: impl FnOnce(&Worker, Runnable),
+) -> Option<Runnable> {
     let mut runnable = Some(runnable);
     let _ = CURRENT.try_with(|c| {
         if let (Some(Current::Worker(w)), Some(r)) = (&*c.borrow(), &runnable) {
-            if Arc::ptr_eq(w.shared(), &r.meta().shared) {
-                w.push_local(Job::Task(runnable.take().expect("checked above")));
-            }
-        }
-    });
-    runnable
-}
-
-/// Pushes a woken pinned task to its owner's queue if this thread is that owner.
-/// (The runnable stays outside the closure, as in [`push_if_worker_of`].)
-pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
-    let mut runnable = Some(runnable);
-    let _ = CURRENT.try_with(|c| {
-        if let (Some(Current::Worker(w)), Some(r)) = (&*c.borrow(), &runnable) {
-            if Arc::ptr_eq(w.shared(), &r.meta().shared)
-                && r.meta().owner() == Some(w.index() as u32)
-            {
-                w.push_pinned(runnable.take().expect("checked above"));
+            if Arc::ptr_eq(w.shared(), &r.meta().shared) && accepts(w, r) {
+                push(w, runnable.take().expect("checked above"));
             }
         }
     });
