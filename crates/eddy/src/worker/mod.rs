@@ -16,9 +16,9 @@
 //! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
 //!    counted separately, served alternately). What they schedule runs next cycle, so one
 //!    task that re-wakes itself cannot starve IO, timers or other tasks. Every 61 jobs the
-//!    worker also takes one job from the global injector (Go's and tokio's fairness rule),
-//!    absorbs its pinned-task inbox, serves stuck siblings' late timers and stranded IO,
-//!    and steals from a sibling that stalled.
+//!    worker also takes one job from the global injector (Go's and tokio's fairness rule)
+//!    and absorbs its pinned-task inbox; at most every 500 µs it also serves stuck
+//!    siblings' late timers and stranded IO, and steals from a sibling that stalled.
 //!
 //! Invariants:
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
@@ -82,8 +82,10 @@ pub(crate) struct Worker {
     due: RefCell<Vec<TimerAction>>,
     /// Set while IO events are being dispatched: pushes do not wake siblings.
     quiet: Cell<bool>,
-    /// Jobs each sibling had run at our last maintenance, to spot one that stalled.
+    /// Jobs each sibling had run at our last look, to spot one that stalled.
     sibling_progress: RefCell<Vec<u64>>,
+    /// When a busy worker may next look after its siblings (see `siblings`).
+    next_sibling_look: Cell<Instant>,
 }
 
 impl Worker {
@@ -104,6 +106,7 @@ impl Worker {
             due: RefCell::new(Vec::new()),
             quiet: Cell::new(false),
             sibling_progress: RefCell::new(Vec::new()),
+            next_sibling_look: Cell::new(Instant::now()),
         }
     }
 
@@ -451,12 +454,11 @@ impl Worker {
     }
 
     /// Every 61 jobs: one job from the injector (so it is never starved by a busy local
-    /// queue), the pinned inbox, late sibling timers and stranded sibling IO, and half the
-    /// queue of a sibling that stalled.
+    /// queue), the pinned inbox, and (at most every `SIBLING_LOOK_INTERVAL`) late sibling
+    /// timers, stranded sibling IO and half the queue of a sibling that stalled.
     fn maintenance(&self) {
         self.take_inbox();
-        self.rescue_stuck_siblings();
-        self.steal_from_stalled_siblings();
+        self.look_after_busy_siblings();
         if self.shared.injector.is_empty() {
             return;
         }

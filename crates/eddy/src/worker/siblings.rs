@@ -1,7 +1,7 @@
 //! Helping siblings: what one worker does for the others. Kept apart from the loop itself
 //! (`worker/mod.rs`) because none of it is needed to read `_run_once`; all of it is called
 //! from phase 2 (an idle worker, before it parks) or from the every-61-jobs maintenance of
-//! phase 4 (a busy worker).
+//! phase 4 (a busy worker, rate-limited as below).
 //!
 //! * **Stealing work** a sibling has queued: half its ready queue, either when we are idle
 //!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose cycle
@@ -11,6 +11,12 @@
 //!   `reactor::STUCK_IO_GRACE` (`rescue_stranded_io`).
 //! * **Firing late timers** of a sibling stuck in a long job (`rescue_late_timers`).
 //!
+//! A busy worker looks at most every [`SIBLING_LOOK_INTERVAL`], not at every maintenance:
+//! each look reads cache lines its siblings write on every job (their queue ends, job
+//! counters, cycle counters), so it costs a cache miss here and another one on the
+//! sibling's next write. Looking every 61 jobs (a few µs apart when jobs are short) made
+//! workers that share nothing pay for each other; the graces it serves are milliseconds.
+//!
 //! Only this worker's thread calls these; they touch siblings only through what `Shared`
 //! shares on purpose (stealers, pollers and source tables, timer heaps with `try_lock`).
 
@@ -19,6 +25,10 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::Steal;
 
 use super::Worker;
+
+/// How often a busy worker looks after its siblings: well below the graces it serves
+/// (`STUCK_IO_GRACE`, `STUCK_TIMER_GRACE`), far above the time between maintenances.
+pub(super) const SIBLING_LOOK_INTERVAL: Duration = Duration::from_micros(500);
 use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
 use crate::shared::{WorkerSlot, STUCK_TIMER_GRACE};
 
@@ -63,6 +73,21 @@ impl Worker {
                 Steal::Empty => return false,
             }
         }
+    }
+
+    /// Busy: the maintenance share of helping, if `SIBLING_LOOK_INTERVAL` has passed since
+    /// the last look.
+    pub(super) fn look_after_busy_siblings(&self) {
+        if self.shared.workers.len() == 1 {
+            return;
+        }
+        let now = Instant::now();
+        if now < self.next_sibling_look.get() {
+            return;
+        }
+        self.next_sibling_look.set(now + SIBLING_LOOK_INTERVAL);
+        self.rescue_stuck_siblings();
+        self.steal_from_stalled_siblings();
     }
 
     /// Serves siblings stuck in a long job: fires their timers that are late by more than
@@ -135,13 +160,13 @@ impl Worker {
     }
 
     /// Steals half the ready queue of each awake sibling that has not finished a job since
-    /// our previous maintenance (61 of our jobs ago, typically a few hundred µs): it is in a
-    /// long job, or its thread waits for a CPU. (Jobs, not `_run_once` cycles: one cycle of a
+    /// our previous look (at least `SIBLING_LOOK_INTERVAL` ago): it is in a long job, or its
+    /// thread waits for a CPU. (Jobs, not `_run_once` cycles: one cycle of a
     /// busy worker runs thousands of jobs, and stealing from a worker that is merely busy
     /// only bounces tasks between caches.) With more runnable threads than cores a
     /// preempted worker waits a whole scheduler slice (~3-4 ms here) for its next turn, and
     /// its queued tasks would wait with it, since only idle workers steal otherwise.
-    pub(super) fn steal_from_stalled_siblings(&self) {
+    fn steal_from_stalled_siblings(&self) {
         let workers = &self.shared.workers;
         if workers.len() == 1 {
             return;
