@@ -43,6 +43,7 @@ use crate::reactor::Reactor;
 use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
 use crate::timer::{TimerAction, TimerQueue};
+use crate::worker::handoff::{ParkFd, NO_HOST};
 use crate::worker::idle::Idle;
 use crate::worker::monitor::MonitorState;
 
@@ -115,6 +116,12 @@ pub(crate) struct WorkerSlot {
     /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
     /// dropped on their thread.
     pub(crate) exited: AtomicBool,
+    /// What a worker parked as a guest sleeps on instead of its epoll (`worker::handoff`).
+    pub(crate) park_fd: ParkFd,
+    /// The sibling whose epoll holds ours while we sleep as its guest, or `NO_HOST`.
+    pub(crate) io_host: AtomicUsize,
+    /// How many siblings' epolls are nested in ours.
+    pub(crate) hosted: AtomicUsize,
 }
 
 impl WorkerSlot {
@@ -129,6 +136,9 @@ impl WorkerSlot {
             exited: AtomicBool::new(false),
             cycles: AtomicU64::new(0),
             counters: CachePadded::new(WorkerCounters::new()),
+            park_fd: ParkFd::new()?,
+            io_host: AtomicUsize::new(NO_HOST),
+            hosted: AtomicUsize::new(0),
         })
     }
 
@@ -144,20 +154,29 @@ impl WorkerSlot {
     }
 
     /// Something a sibling could serve if this worker is stuck: queued jobs, pinned wakes,
-    /// timers, or IO sources.
+    /// timers, or IO sources (its own or its guests').
     pub(crate) fn has_pending_work(&self) -> bool {
-        !self.stealer.is_empty()
-            || self.timers.next_deadline_nanos() != u64::MAX
-            || self.reactor.has_sources()
+        !self.stealer.is_empty() || self.timers.next_deadline_nanos() != u64::MAX || self.has_io()
+    }
+
+    /// Whether this worker's epoll has anything to watch: sources, or guests' epolls.
+    #[inline]
+    pub(crate) fn has_io(&self) -> bool {
+        self.reactor.has_sources() || self.hosted.load(Ordering::Relaxed) != 0
     }
 
     pub(crate) fn is_parked(&self) -> bool {
         self.park_deadline.load(Ordering::SeqCst) != AWAKE
     }
 
-    /// Wakes the worker from its park (or makes its next wait return at once): a
-    /// `Poller::notify`, i.e. an eventfd write.
+    /// Wakes the worker from its park (or makes its next wait return at once): an eventfd
+    /// write, `Poller::notify`'s or, while the worker sleeps as a sibling's guest, that of
+    /// its `park_fd` (see `worker::handoff`).
     pub(crate) fn notify(&self) {
+        if self.io_host.load(Ordering::SeqCst) != NO_HOST {
+            self.park_fd.wake();
+            return;
+        }
         if let Err(e) = self.poller.notify() {
             tracing::error!("failed to wake an eddy worker: {e}");
         }
@@ -177,6 +196,8 @@ pub(crate) struct Shared {
     pub(crate) clock: Clock,
     /// Serialises `add_reader`/`remove_reader` & co., which look up an fd across workers.
     pub(crate) fd_watch_lock: Mutex<()>,
+    /// Serialises IO hand-offs between workers (`worker::handoff`).
+    pub(crate) handoff: Mutex<()>,
     closed: AtomicBool,
     /// Set by `close` and by `cancel_all_tasks`: every task stops at its next poll.
     stopping: AtomicBool,
@@ -222,6 +243,7 @@ impl Shared {
             config,
             clock,
             fd_watch_lock: Mutex::new(()),
+            handoff: Mutex::new(()),
             closed: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             next_task_id: CachePadded::new(AtomicU64::new(1)),

@@ -27,6 +27,11 @@ use polling::Poller;
 /// The key `polling` registers its notifier (and its timerfd) under.
 pub(crate) const NOTIFY_KEY: usize = usize::MAX;
 
+/// Keys from here up (below `NOTIFY_KEY`) are siblings' epoll fds nested in ours, the key
+/// being this plus the sibling's index (see `worker::handoff`). Source keys are slab
+/// indices, far below.
+pub(crate) const NESTED_KEY_BASE: usize = usize::MAX / 2;
+
 /// Events harvested per `epoll_wait` at most; more stay queued in the kernel for the next one.
 const CAPACITY: usize = 256;
 
@@ -63,8 +68,17 @@ impl RawEvents {
     pub(crate) fn iter(&self) -> impl Iterator<Item = Readiness> + '_ {
         self.list
             .iter()
-            .filter(|e| e.u64 as usize != NOTIFY_KEY)
+            .filter(|e| (e.u64 as usize) < NESTED_KEY_BASE)
             .map(|e| decode(e.u64 as usize, e.events as i32))
+    }
+
+    /// The indices of siblings whose nested epoll has events.
+    pub(crate) fn nested(&self) -> impl Iterator<Item = usize> + '_ {
+        self.list
+            .iter()
+            .map(|e| e.u64 as usize)
+            .filter(|&k| (NESTED_KEY_BASE..NOTIFY_KEY).contains(&k))
+            .map(|k| k - NESTED_KEY_BASE)
     }
 }
 
@@ -103,9 +117,50 @@ pub(crate) fn add_edge(poller: &Poller, fd: RawFd, key: usize) -> io::Result<()>
     Ok(())
 }
 
+/// Adds `guest`'s epoll fd to `host`'s epoll under `key` (level-triggered: `host` reports
+/// it as long as `guest` has events).
+pub(crate) fn add_nested(host: &Poller, guest: &Poller, key: usize) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: libc::EPOLLIN as u32,
+        u64: key as u64,
+    };
+    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call; both
+    // fds are open epoll instances owned by the pollers we borrow.
+    let rc = unsafe {
+        libc::epoll_ctl(
+            host.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            guest.as_raw_fd(),
+            &mut ev,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Removes `guest`'s epoll fd from `host`'s epoll.
+pub(crate) fn delete_nested(host: &Poller, guest: &Poller) -> io::Result<()> {
+    // A null event pointer is allowed for `EPOLL_CTL_DEL` (since Linux 2.6.9).
+    // SAFETY: both fds are open epoll instances owned by the pollers we borrow.
+    let rc = unsafe {
+        libc::epoll_ctl(
+            host.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            guest.as_raw_fd(),
+            std::ptr::null_mut(),
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// `epoll_wait`'s timeout argument: whole milliseconds rounded up (a timer never fires
 /// early), `-1` for none, clamped to what the kernel takes.
-fn timeout_ms(timeout: Option<Duration>) -> i32 {
+pub(crate) fn timeout_ms(timeout: Option<Duration>) -> i32 {
     match timeout {
         None => -1,
         Some(t) => t.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32,
@@ -197,5 +252,44 @@ mod tests {
         assert!(!events.notified());
         poller.delete(&b)?;
         Ok(())
+    }
+
+    #[test]
+    fn a_nested_epoll_reports_its_guest_until_the_guest_is_harvested() -> io::Result<()> {
+        let host = Poller::new()?;
+        let guest = Poller::new()?;
+        let (mut a, b) = UnixStream::pair()?;
+        b.set_nonblocking(true)?;
+        add_edge(&guest, b.as_raw_fd(), 3)?;
+        let mut events = RawEvents::new();
+        // Take the fresh registration's "writable" edge, so that the guest is quiet.
+        wait(&guest, &mut events, Some(Duration::ZERO))?;
+        add_nested(&host, &guest, NESTED_KEY_BASE + 5)?;
+        wait(&host, &mut events, Some(Duration::ZERO))?;
+        assert_eq!(events.nested().count(), 0, "a quiet guest is not reported");
+
+        a.write_all(b"x")?;
+        wait(&host, &mut events, Some(Duration::from_secs(5)))?;
+        assert_eq!(events.nested().collect::<Vec<_>>(), [5]);
+        assert_eq!(
+            events.iter().count(),
+            0,
+            "a nested key is not a source event"
+        );
+        assert!(!events.notified());
+        // Level-triggered: reported again until someone harvests the guest itself.
+        wait(&host, &mut events, Some(Duration::ZERO))?;
+        assert_eq!(events.nested().collect::<Vec<_>>(), [5]);
+        wait(&guest, &mut events, Some(Duration::ZERO))?;
+        let ev: Vec<Readiness> = events.iter().collect();
+        assert!(ev.len() == 1 && ev[0].key == 3 && ev[0].readable);
+        wait(&host, &mut events, Some(Duration::ZERO))?;
+        assert_eq!(events.nested().count(), 0);
+
+        delete_nested(&host, &guest)?;
+        a.write_all(b"y")?;
+        wait(&host, &mut events, Some(Duration::from_millis(20)))?;
+        assert_eq!(events.nested().count(), 0, "taken back: no longer reported");
+        guest.delete(&b)
     }
 }

@@ -219,6 +219,7 @@ impl Reactor {
             events: self.dispatch(raw.iter(), fired),
             notified: raw.notified(),
         };
+        fired.nested.extend(raw.nested());
         if harvest.notified {
             harvest.events += self.rearm_notifier(poller, fired)?;
         }

@@ -100,6 +100,8 @@ impl DueCallback {
 pub(crate) struct Fired {
     pub(crate) wakers: Vec<Waker>,
     pub(crate) callbacks: Vec<DueCallback>,
+    /// Siblings whose epoll, nested in the harvested one, has events (`worker::handoff`).
+    pub(crate) nested: Vec<usize>,
 }
 
 impl Source {

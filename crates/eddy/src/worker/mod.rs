@@ -10,7 +10,9 @@
 //!    `reactor::STUCK_IO_GRACE`), then searches (steal a batch from a random sibling, then
 //!    from the global injector, then take the IO events of awake siblings), and only then
 //!    parks in one `epoll_wait` until its earliest timer, a notification or IO (the monitor
-//!    wakes it for a stuck sibling). With a paused clock the last worker to go idle jumps the
+//!    wakes it for a stuck sibling). A worker with IO sources parks instead as a sibling's
+//!    guest when it can: its epoll nested in the sibling's, itself asleep on an eventfd,
+//!    so that one awake worker serves the IO of both (`handoff`). With a paused clock the last worker to go idle jumps the
 //!    clock instead of sleeping (`clock`).
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
 //! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
@@ -27,6 +29,7 @@
 //! * No user panic unwinds through this loop: callbacks run inside `catch_unwind`, and task
 //!   cells contain panics of `poll` and of the future's destructor themselves.
 
+pub(crate) mod handoff;
 pub(crate) mod idle;
 pub(crate) mod monitor;
 mod siblings;
@@ -184,7 +187,7 @@ impl Worker {
     /// Harvests IO without blocking (one `epoll_wait`), if this worker has IO sources.
     fn poll_io_nonblocking(&self) {
         let slot = self.slot();
-        if !slot.reactor.has_sources() {
+        if !slot.has_io() {
             return;
         }
         slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
@@ -194,8 +197,24 @@ impl Worker {
     }
 
     /// One harvest of `slot`'s poller (ours or a stuck sibling's) into `fired`, counted on
-    /// our metrics.
+    /// our metrics, followed by one of each guest epoll nested in it that reported events.
+    /// True if `slot`'s own notifier fired.
     fn harvest(&self, slot: &WorkerSlot, timeout: Option<Duration>, fired: &mut Fired) -> bool {
+        let notified = self.harvest_one(slot, timeout, fired);
+        // Guests host nobody, so their harvests add no further nested entries.
+        let guests = std::mem::take(&mut fired.nested);
+        for &g in &guests {
+            let guest = &self.shared.workers[g];
+            if self.harvest_one(guest, Some(Duration::ZERO), fired) {
+                // Our harvest consumed a notification meant for the guest: pass it on.
+                guest.notify();
+            }
+        }
+        fired.nested.clear();
+        notified
+    }
+
+    fn harvest_one(&self, slot: &WorkerSlot, timeout: Option<Duration>, fired: &mut Fired) -> bool {
         let mut raw = self.events.borrow_mut();
         match slot.reactor.harvest(&slot.poller, &mut raw, timeout, fired) {
             Ok(h) => {
@@ -348,6 +367,12 @@ impl Worker {
         counters.parks.add(1);
         let parked_at = Instant::now();
         let mut fired = Fired::default();
+        // Asleep as a sibling's guest, our epoll still has to be harvested once on waking.
+        let timeout = if self.park_as_guest(timeout) {
+            Some(Duration::ZERO)
+        } else {
+            timeout
+        };
         self.harvest(slot, timeout, &mut fired);
         let woke_at = Instant::now();
         counters

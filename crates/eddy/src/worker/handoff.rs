@@ -1,0 +1,147 @@
+//! Parking with our IO handed to a sibling: one poller watches for two under light load.
+//!
+//! Each worker's sockets live in its own epoll. A worker that parks on that epoll is woken
+//! by every event on its sockets, even when a sibling is awake and could serve them in
+//! passing. On a machine with as many busy threads as cores (a server and its clients on
+//! two cores) every such wake-up makes one more thread runnable than there are CPUs, and
+//! the event then waits a scheduler slice (3-4 ms here) for the woken worker to run. With
+//! all sockets on one worker the same server keeps a sub-millisecond p99 (see
+//! docs/benchmarks.md). Tokio gets this from its single IO driver.
+//!
+//! So a worker that parks with IO sources first tries to **hand its epoll to a sibling**:
+//! it adds its epoll fd to the sibling's epoll (epoll nests; the guest's fd is readable
+//! while it has events) under the key `NESTED_KEY_BASE + index`, and sleeps on a private
+//! eventfd (`ParkFd`) instead of its epoll. The host harvests the guest's epoll whenever
+//! its own wait reports that key, so the guest's events run on the host and the guest
+//! sleeps on. The guest wakes for the same reasons as a worker parked on its own epoll:
+//! `WorkerSlot::notify` writes the eventfd while the worker is a guest (new work, a
+//! timer pushed at it, the monitor asking for help, shutdown), or its earliest timer is due.
+//! On waking it takes its epoll back and harvests it once.
+//!
+//! Invariants (all changed under `Shared::handoff`, so two workers never hand off to each
+//! other at once):
+//! * a guest hosts nobody, and a host is nobody's guest: nesting is one level deep, and
+//!   every guest epoll sits in an epoll that its owner waits on or harvests every cycle;
+//! * `io_host` is set only while the guest's fd is in the host's epoll.
+//!
+//! Why a notification is never lost: one sent before `io_host` is set went to the guest's
+//! own epoll notifier; the guest checks its epoll once after nesting it (and does not sleep
+//! if anything is there), and anything later shows up in the host's wait, whose harvest of
+//! the guest re-notifies it (now through the eventfd). A stale eventfd count only makes a
+//! later sleep return at once.
+//!
+//! Who may call: the worker itself, from `park`. Workers without IO sources never hand off
+//! (there is nothing to watch, and a plain park is one system call cheaper both ways).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering::SeqCst;
+use std::time::Duration;
+
+use super::Worker;
+use crate::reactor::epoll;
+use crate::reactor::Reactor;
+
+/// `io_host` of a worker that is nobody's guest.
+pub(crate) const NO_HOST: usize = usize::MAX;
+
+/// A private wake-up fd: an eventfd that only a guest sleeps on.
+#[derive(Debug)]
+pub(crate) struct ParkFd(OwnedFd);
+
+impl ParkFd {
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: plain system call; a non-negative result is a new fd that we own.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nobody else.
+        Ok(ParkFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes the next (or current) `sleep` return.
+    pub(crate) fn wake(&self) {
+        let one: u64 = 1;
+        // An eventfd write only fails when the counter would overflow (then it is already
+        // non-zero, which is all a wake needs).
+        // SAFETY: `one` is 8 readable bytes for the duration of the call.
+        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Sleeps until `wake` or `timeout` (rounded up to whole milliseconds), then clears
+    /// pending wakes.
+    fn sleep(&self, timeout: Option<Duration>) {
+        let mut pfd = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // An interrupted or failed poll just returns early: the caller re-checks everything.
+        // SAFETY: `pfd` is a valid pollfd array of length 1 for the duration of the call.
+        unsafe { libc::poll(&mut pfd, 1, epoll::timeout_ms(timeout)) };
+        let mut count: u64 = 0;
+        // Non-blocking: fails with EAGAIN when nothing was pending.
+        // SAFETY: `count` is 8 writable bytes for the duration of the call.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+    }
+}
+
+impl Worker {
+    /// Parks until `timeout` with our epoll handed to a sibling. False, without sleeping,
+    /// if no sibling can take it (the caller then parks on its own epoll).
+    pub(super) fn park_as_guest(&self, timeout: Option<Duration>) -> bool {
+        let slot = self.slot();
+        if !slot.reactor.has_sources() {
+            return false;
+        }
+        let Some(host) = self.hand_off_io() else {
+            return false;
+        };
+        // Events (or a notification) that arrived before our epoll was nested: take them
+        // ourselves rather than wait for the host to pass them on.
+        if !Reactor::maybe_ready(&slot.poller) && !self.shared.is_closed() {
+            slot.park_fd.sleep(timeout);
+        }
+        self.take_back_io(host);
+        true
+    }
+
+    /// Nests our epoll in the first sibling that can host it. Returns the host.
+    fn hand_off_io(&self) -> Option<usize> {
+        let shared = &*self.shared;
+        let me = self.slot();
+        let _guard = shared.handoff.lock();
+        if me.hosted.load(SeqCst) != 0 {
+            return None;
+        }
+        // An awake host serves our events in passing; a parked one is woken by them (then
+        // only one of us wakes per event instead of both).
+        let candidates = shared.workers.iter().enumerate().filter(|&(i, w)| {
+            i != self.index && w.io_host.load(SeqCst) == NO_HOST && !w.exited.load(SeqCst)
+        });
+        let (host, _) = candidates.min_by_key(|(_, w)| w.is_parked())?;
+        let key = epoll::NESTED_KEY_BASE + self.index;
+        if epoll::add_nested(&shared.workers[host].poller, &me.poller, key).is_err() {
+            return None;
+        }
+        me.io_host.store(host, SeqCst);
+        shared.workers[host].hosted.fetch_add(1, SeqCst);
+        Some(host)
+    }
+
+    /// Takes our epoll back from `host`; it is ours to wait on again.
+    fn take_back_io(&self, host: usize) {
+        let shared = &*self.shared;
+        let me = self.slot();
+        let _guard = shared.handoff.lock();
+        if let Err(e) = epoll::delete_nested(&shared.workers[host].poller, &me.poller) {
+            tracing::error!(
+                "eddy worker {}: taking back its epoll failed: {e}",
+                self.index
+            );
+        }
+        me.io_host.store(NO_HOST, SeqCst);
+        shared.workers[host].hosted.fetch_sub(1, SeqCst);
+    }
+}
