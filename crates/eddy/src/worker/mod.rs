@@ -56,9 +56,9 @@ use crate::timer::TimerAction;
 /// Jobs between two looks at the global injector (a prime, as in Go and tokio).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 
-/// Jobs that IO events must queue at once before a sibling is woken to help (see
-/// `run_fired`).
-const IO_BACKLOG_FOR_SIBLING: usize = 16;
+/// How much queued IO-woken work (at this worker's recent pace) calls for a sibling's help
+/// (see `io_backlog_is_surplus`).
+const IO_SURPLUS: Duration = Duration::from_micros(500);
 
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
 const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
@@ -85,6 +85,10 @@ pub(crate) struct Worker {
     due: RefCell<Vec<TimerAction>>,
     /// Set while IO events are being dispatched: pushes do not wake siblings.
     quiet: Cell<bool>,
+    /// IO events queued jobs during this cycle (see `stop_searching`).
+    queued_io: Cell<bool>,
+    /// Average time of a job in cycles that harvested IO (nanoseconds, moving average).
+    io_job_ns: Cell<u64>,
     /// Jobs each sibling had run at our last look, to spot one that stalled.
     sibling_progress: RefCell<Vec<u64>>,
     /// When a busy worker may next look after its siblings (see `siblings`).
@@ -108,6 +112,8 @@ impl Worker {
             events: RefCell::new(RawEvents::new()),
             due: RefCell::new(Vec::new()),
             quiet: Cell::new(false),
+            queued_io: Cell::new(false),
+            io_job_ns: Cell::new(0),
             sibling_progress: RefCell::new(Vec::new()),
             next_sibling_look: Cell::new(Instant::now()),
         }
@@ -157,6 +163,7 @@ impl Worker {
     /// One iteration of asyncio's `_run_once`.
     fn run_once(&self) {
         self.slot().count_cycle();
+        self.queued_io.set(false);
         // Phase 1: tidy the timer heap (no lock, no clock read when it is empty).
         let timers = &self.slot().timers;
         let next_timer = if timers.next_deadline_nanos() == u64::MAX {
@@ -181,7 +188,12 @@ impl Worker {
         if self.has_ready() {
             self.stop_searching();
         }
-        self.run_ready();
+        // Timed only in IO cycles, whose harvest costs far more than two clock reads.
+        let started = self.queued_io.get().then(Instant::now);
+        let jobs = self.run_ready();
+        if let Some(started) = started {
+            self.note_io_pace(started.elapsed(), jobs);
+        }
     }
 
     /// Harvests IO without blocking (one `epoll_wait`), if this worker has IO sources.
@@ -228,13 +240,42 @@ impl Worker {
         }
     }
 
+    /// Whether the jobs queued here are more than this worker should run alone after an IO
+    /// harvest: more than `IO_SURPLUS` of work at its recent pace. Waking a sibling costs a
+    /// wake-up, and on a machine with more runnable threads than CPUs (a server beside its
+    /// clients) a scheduler slice (3-4 ms here) for whoever then waits for a CPU; a backlog
+    /// that this worker clears within half a millisecond is not worth that, while a few
+    /// long jobs are.
+    fn io_backlog_is_surplus(&self) -> bool {
+        self.ready.len() as u64 * self.io_job_ns.get() > IO_SURPLUS.as_nanos() as u64
+    }
+
+    /// Folds one IO cycle's phase 4 (`jobs` jobs in `took`) into the pace estimate.
+    fn note_io_pace(&self, took: Duration, jobs: usize) {
+        if jobs == 0 {
+            return;
+        }
+        let sample = took.as_nanos() as u64 / jobs as u64;
+        let old = self.io_job_ns.get();
+        let new = if old == 0 {
+            sample
+        } else {
+            (old * 7 + sample) / 8
+        };
+        self.io_job_ns.set(new);
+    }
+
     /// Wakes the tasks and queues the fd callbacks that IO events asked for.
     ///
     /// Tasks woken by IO are queued here without waking siblings one by one: their sockets
     /// are registered with this worker, so they are best run here, and a sibling stealing
     /// them only bounces them between workers (each episode costs a park and a wake, seven
-    /// system calls). Only a large backlog calls for a sibling.
+    /// system calls). Only a backlog (`io_backlog_is_surplus`) calls for a sibling.
     fn run_fired(&self, fired: Fired) {
+        if fired.wakers.is_empty() && fired.callbacks.is_empty() {
+            return;
+        }
+        self.queued_io.set(true);
         self.quiet.set(true);
         for waker in fired.wakers {
             waker.wake();
@@ -245,7 +286,7 @@ impl Worker {
             self.push_local(Job::Callback(cell));
         }
         self.quiet.set(false);
-        if self.ready.len() > IO_BACKLOG_FOR_SIBLING && self.shared.idle.should_wake() {
+        if self.io_backlog_is_surplus() && self.shared.idle.should_wake() {
             self.shared.wake_idle();
         }
     }
@@ -301,10 +342,18 @@ impl Worker {
     }
 
     fn stop_searching(&self) {
-        if self.searching.replace(false)
-            && self.shared.idle.stop_searching()
-            && (self.ready.len() > 1 || !self.shared.injector.is_empty())
-        {
+        if !self.searching.replace(false) || !self.shared.idle.stop_searching() {
+            return;
+        }
+        // Jobs that IO queued here are this worker's next steps, as in `run_fired`: only a
+        // backlog of them is surplus. (Counting every pair as surplus made a server's two
+        // workers wake each other thousands of times a second.)
+        let surplus = if self.queued_io.get() {
+            self.io_backlog_is_surplus()
+        } else {
+            self.ready.len() > 1
+        };
+        if surplus || !self.shared.injector.is_empty() {
             // The last searcher found more work than it can start at once: wake another.
             self.shared.wake_idle();
         }
@@ -447,14 +496,16 @@ impl Worker {
 
     // ----- phase 4: running ---------------------------------------------------------------
 
-    fn run_ready(&self) {
+    /// Runs the jobs that are ready now; returns how many ran.
+    fn run_ready(&self) -> usize {
         // Counted per queue: a pinned task that wakes itself goes back to `pinned` and must
         // not run again (and again) ahead of the stealable jobs that were already waiting.
         let mut pinned_left = self.pinned.borrow().len();
         let mut ready_left = self.ready.len();
+        let mut ran = 0;
         while pinned_left + ready_left > 0 {
             if self.shared.is_closed() {
-                return;
+                return ran;
             }
             let job = if pinned_left > 0 && (ready_left == 0 || self.tick.get() % 2 == 0) {
                 pinned_left -= 1;
@@ -475,7 +526,9 @@ impl Worker {
                 self.maintenance();
             }
             self.run_job(job);
+            ran += 1;
         }
+        ran
     }
 
     /// Every 61 jobs: one job from the injector (so it is never starved by a busy local
