@@ -38,6 +38,7 @@ pub(crate) struct WorkerCounters {
     pub(crate) steal_operations: Counter,
     pub(crate) stolen_items: Counter,
     pub(crate) parks: Counter,
+    pub(crate) guest_parks: Counter,
     pub(crate) wakeups: Counter,
     pub(crate) io_events: Counter,
     pub(crate) timers_fired: Counter,
@@ -53,6 +54,7 @@ impl WorkerCounters {
             steal_operations: Counter::default(),
             stolen_items: Counter::default(),
             parks: Counter::default(),
+            guest_parks: Counter::default(),
             wakeups: Counter::default(),
             io_events: Counter::default(),
             timers_fired: Counter::default(),
@@ -76,6 +78,9 @@ pub struct WorkerMetrics {
     pub stolen_items: u64,
     /// Times the worker went to sleep in its poller.
     pub parks: u64,
+    /// Of those parks, the ones it slept through as a sibling's guest: its epoll handed to
+    /// that sibling, which served its IO meanwhile.
+    pub guest_parks: u64,
     /// Times it woke up again (notification, timeout or IO).
     pub wakeups: u64,
     /// IO readiness events it harvested (from its own poller or a stuck sibling's).
@@ -137,6 +142,7 @@ pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
                     steal_operations: c.steal_operations.get(),
                     stolen_items: c.stolen_items.get(),
                     parks: c.parks.get(),
+                    guest_parks: c.guest_parks.get(),
                     wakeups: c.wakeups.get(),
                     io_events: c.io_events.get(),
                     timers_fired: c.timers_fired.get(),

@@ -233,7 +233,15 @@ impl Reactor {
         let mut events = self.rearm.lock();
         events.clear();
         poller.wait(&mut events, Some(Duration::ZERO))?;
-        Ok(self.dispatch(events.iter().map(|e| epoll::from_polling(&e)), fired))
+        let nested = |key: usize| (epoll::NESTED_KEY_BASE..epoll::NOTIFY_KEY).contains(&key);
+        fired.nested.extend(
+            events
+                .iter()
+                .filter(|e| nested(e.key))
+                .map(|e| e.key - epoll::NESTED_KEY_BASE),
+        );
+        let ours = events.iter().filter(|e| !nested(e.key));
+        Ok(self.dispatch(ours.map(|e| epoll::from_polling(&e)), fired))
     }
 
     /// One cheap system call: does the poller have anything to report? Consumes nothing.

@@ -24,6 +24,11 @@
 //!   every guest epoll sits in an epoll that its owner waits on or harvests every cycle;
 //! * `io_host` is set only while the guest's fd is in the host's epoll.
 //!
+//! A host serves its guests' events in its phase 2, so while it runs a long cycle (many
+//! jobs, or long ones) they wait. A host that has not harvested for `STUCK_IO_GRACE` wakes
+//! a guest whose epoll has events (`wake_guests_if_we_lag`, between jobs), and a host stuck
+//! in one job counts as having IO for the monitor, which then wakes a parked sibling.
+//!
 //! Why a notification is never lost: one sent before `io_host` is set went to the guest's
 //! own epoll notifier; the guest checks its epoll once after nesting it (and does not sleep
 //! if anything is there), and anything later shows up in the host's wait, whose harvest of
@@ -35,15 +40,22 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::Ordering::SeqCst;
-use std::time::Duration;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::time::{Duration, Instant};
 
 use super::Worker;
 use crate::reactor::epoll;
-use crate::reactor::Reactor;
+use crate::reactor::{Reactor, STUCK_IO_GRACE};
 
 /// `io_host` of a worker that is nobody's guest.
 pub(crate) const NO_HOST: usize = usize::MAX;
+
+/// Sleeps shorter than this are taken on our own epoll: a hand-off and its undoing cost
+/// four system calls more than a plain park.
+const MIN_GUEST_SLEEP: Duration = Duration::from_millis(1);
+
+/// How often a host in a long cycle looks whether its guests have IO waiting.
+const GUEST_CHECK_INTERVAL: Duration = Duration::from_micros(250);
 
 /// A private wake-up fd: an eventfd that only a guest sleeps on.
 #[derive(Debug)]
@@ -92,7 +104,7 @@ impl Worker {
     /// if no sibling can take it (the caller then parks on its own epoll).
     pub(super) fn park_as_guest(&self, timeout: Option<Duration>) -> bool {
         let slot = self.slot();
-        if !slot.reactor.has_sources() {
+        if !slot.reactor.has_sources() || timeout.is_some_and(|t| t < MIN_GUEST_SLEEP) {
             return false;
         }
         let Some(host) = self.hand_off_io() else {
@@ -101,10 +113,37 @@ impl Worker {
         // Events (or a notification) that arrived before our epoll was nested: take them
         // ourselves rather than wait for the host to pass them on.
         if !Reactor::maybe_ready(&slot.poller) && !self.shared.is_closed() {
+            slot.counters.guest_parks.add(1);
             slot.park_fd.sleep(timeout);
         }
         self.take_back_io(host);
         true
+    }
+
+    /// Between two jobs: if we host guests, have not harvested for `STUCK_IO_GRACE` (we are
+    /// in a long cycle) and a guest has events waiting, wake that guest to serve them itself.
+    /// Harvesting them here would not do: what a harvest wakes runs in our next cycle, after
+    /// the rest of this one. Checked at most every `GUEST_CHECK_INTERVAL`.
+    #[inline]
+    pub(super) fn wake_guests_if_we_lag(&self) {
+        let slot = self.slot();
+        if slot.hosted.load(Relaxed) == 0 {
+            return;
+        }
+        let now = slot.timers.nanos(Instant::now());
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        if now < self.next_guest_check.get()
+            || now.saturating_sub(slot.reactor.last_polled()) < grace
+        {
+            return;
+        }
+        self.next_guest_check
+            .set(now + GUEST_CHECK_INTERVAL.as_nanos() as u64);
+        for guest in self.shared.workers.iter() {
+            if guest.io_host.load(SeqCst) == self.index && Reactor::maybe_ready(&guest.poller) {
+                guest.notify();
+            }
+        }
     }
 
     /// Nests our epoll in the first sibling that can host it. Returns the host.

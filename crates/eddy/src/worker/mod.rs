@@ -60,6 +60,12 @@ const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 /// (see `io_backlog_is_surplus`).
 const IO_SURPLUS: Duration = Duration::from_micros(500);
 
+/// The same, by count, until the worker has timed any IO cycle.
+const IO_BACKLOG_UNTIMED: usize = 16;
+
+/// A worker that has not parked for this long is saturated: any backlog is surplus.
+const SATURATED: Duration = Duration::from_millis(5);
+
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
 const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
@@ -89,6 +95,10 @@ pub(crate) struct Worker {
     queued_io: Cell<bool>,
     /// Average time of a job in cycles that harvested IO (nanoseconds, moving average).
     io_job_ns: Cell<u64>,
+    /// When this worker last woke from a park.
+    awake_since: Cell<Instant>,
+    /// When a host may next look at its guests' epolls (`handoff`; timer-heap nanoseconds).
+    next_guest_check: Cell<u64>,
     /// Jobs each sibling had run at our last look, to spot one that stalled.
     sibling_progress: RefCell<Vec<u64>>,
     /// When a busy worker may next look after its siblings (see `siblings`).
@@ -114,6 +124,8 @@ impl Worker {
             quiet: Cell::new(false),
             queued_io: Cell::new(false),
             io_job_ns: Cell::new(0),
+            awake_since: Cell::new(Instant::now()),
+            next_guest_check: Cell::new(0),
             sibling_progress: RefCell::new(Vec::new()),
             next_sibling_look: Cell::new(Instant::now()),
         }
@@ -213,7 +225,10 @@ impl Worker {
     /// True if `slot`'s own notifier fired.
     fn harvest(&self, slot: &WorkerSlot, timeout: Option<Duration>, fired: &mut Fired) -> bool {
         let notified = self.harvest_one(slot, timeout, fired);
-        // Guests host nobody, so their harvests add no further nested entries.
+        // One level: a guest's epoll holds no nested epoll, except for a moment after a
+        // guest took its epoll back and became a host itself. Entries its harvest reports
+        // then are dropped below; being level-triggered, they are reported again to whoever
+        // waits on that epoll.
         let guests = std::mem::take(&mut fired.nested);
         for &g in &guests {
             let guest = &self.shared.workers[g];
@@ -241,13 +256,20 @@ impl Worker {
     }
 
     /// Whether the jobs queued here are more than this worker should run alone after an IO
-    /// harvest: more than `IO_SURPLUS` of work at its recent pace. Waking a sibling costs a
-    /// wake-up, and on a machine with more runnable threads than CPUs (a server beside its
-    /// clients) a scheduler slice (3-4 ms here) for whoever then waits for a CPU; a backlog
-    /// that this worker clears within half a millisecond is not worth that, while a few
-    /// long jobs are.
+    /// harvest: more than `IO_SURPLUS` of work at its recent pace, or any backlog once the
+    /// worker has run for `SATURATED` without a park. Waking a sibling costs a wake-up,
+    /// and on a machine with more runnable threads than CPUs (a server beside its clients) a
+    /// scheduler slice (3-4 ms here) for whoever then waits for a CPU; a backlog that this
+    /// worker clears within half a millisecond is not worth that, while a few long jobs, or
+    /// a worker that never gets to rest, are.
     fn io_backlog_is_surplus(&self) -> bool {
-        self.ready.len() as u64 * self.io_job_ns.get() > IO_SURPLUS.as_nanos() as u64
+        let queued = self.ready.len();
+        let pace = self.io_job_ns.get();
+        if pace == 0 {
+            return queued > IO_BACKLOG_UNTIMED;
+        }
+        queued as u64 * pace > IO_SURPLUS.as_nanos() as u64
+            || (queued > 1 && self.awake_since.get().elapsed() >= SATURATED)
     }
 
     /// Folds one IO cycle's phase 4 (`jobs` jobs in `took`) into the pace estimate.
@@ -257,12 +279,14 @@ impl Worker {
         }
         let sample = took.as_nanos() as u64 / jobs as u64;
         let old = self.io_job_ns.get();
+        // Wall-clock time: a cycle in which the thread was preempted looks slow. One sample
+        // may move the average at most as far as four times its value would.
         let new = if old == 0 {
             sample
         } else {
-            (old * 7 + sample) / 8
+            (old * 7 + sample.min(old * 4)) / 8
         };
-        self.io_job_ns.set(new);
+        self.io_job_ns.set(new.max(1));
     }
 
     /// Wakes the tasks and queues the fd callbacks that IO events asked for.
@@ -424,6 +448,7 @@ impl Worker {
         };
         self.harvest(slot, timeout, &mut fired);
         let woke_at = Instant::now();
+        self.awake_since.set(woke_at);
         counters
             .parked_ns
             .add((woke_at - parked_at).as_nanos() as u64);
@@ -527,6 +552,7 @@ impl Worker {
             }
             self.run_job(job);
             ran += 1;
+            self.wake_guests_if_we_lag();
         }
         ran
     }

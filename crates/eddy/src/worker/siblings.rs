@@ -124,7 +124,7 @@ impl Worker {
         }
         let mut fired = Fired::default();
         for (i, w) in workers.iter().enumerate() {
-            if i == self.index || !w.reactor.has_sources() || !pick(w) {
+            if i == self.index || !w.has_io() || !pick(w) {
                 continue;
             }
             if self.harvest(w, Some(Duration::ZERO), &mut fired) {
