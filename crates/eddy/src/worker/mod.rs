@@ -12,8 +12,8 @@
 //!    parks in one `epoll_wait` until its earliest timer, a notification or IO (the monitor
 //!    wakes it for a stuck sibling). A worker with IO sources parks instead as a sibling's
 //!    guest when it can: its epoll nested in the sibling's, itself asleep on an eventfd,
-//!    so that one awake worker serves the IO of both (`handoff`). With a paused clock the last worker to go idle jumps the
-//!    clock instead of sleeping (`clock`).
+//!    so that one awake worker serves the IO of both (`handoff`). With a paused clock the
+//!    last worker to go idle jumps the clock instead of sleeping (`clock`).
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
 //! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
 //!    counted separately, served alternately). What they schedule runs next cycle, so one
