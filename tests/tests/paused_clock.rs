@@ -50,6 +50,28 @@ fn hours_of_timers_finish_in_milliseconds_on_several_workers() {
     );
 }
 
+/// The `block_on` thread is not a worker: the clock must not jump while it still works after
+/// a wake-up (here before it sets its next timer), even though every worker is idle and a
+/// later deadline is waiting.
+#[test]
+fn the_clock_waits_for_a_block_on_thread_that_is_still_working() {
+    let rt = paused(2);
+    rt.block_on(async {
+        let t0 = eddy::time();
+        let far = eddy::call_later(HOUR * 10, || ());
+        for i in 1..=5u32 {
+            eddy::time::sleep(HOUR).await;
+            std::thread::sleep(Duration::from_millis(5));
+            assert_eq!(
+                eddy::time() - t0,
+                HOUR * i,
+                "the clock moved while block_on was busy"
+            );
+        }
+        far.cancel();
+    });
+}
+
 #[test]
 fn ten_thousand_sleeps_of_up_to_an_hour_end_on_time() {
     let real = Instant::now();

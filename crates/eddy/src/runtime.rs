@@ -16,6 +16,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{JoinHandle, Thread};
@@ -97,14 +98,19 @@ impl Runtime {
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
         let _guest = context::enter_guest(self.shared.clone());
         let mut future = std::pin::pin!(future);
-        let parker = Arc::new(ThreadWaker(std::thread::current()));
-        let waker = Waker::from(parker);
+        let parker = Arc::new(ThreadWaker {
+            thread: std::thread::current(),
+            asleep: AtomicBool::new(false),
+            awake_count: self.shared.block_ons_awake.clone(),
+        });
+        let waker = Waker::from(parker.clone());
         let mut cx = Context::from_waker(&waker);
+        let _awake = AwakeBlockOn::enter(&self.shared.block_ons_awake);
         loop {
             if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
                 return out;
             }
-            std::thread::park();
+            parker.sleep(&self.shared);
         }
     }
 
@@ -224,14 +230,69 @@ impl Drop for Runtime {
 }
 
 /// Wakes a thread parked in `block_on`.
-struct ThreadWaker(Thread);
+///
+/// It also keeps `Shared::block_ons_awake` true: the count of `block_on` threads that are
+/// running or have been woken. A paused clock must not jump while one of them has work to
+/// do (it may be about to set the next timer, as an `interval` does after each tick), and
+/// the workers cannot see that thread otherwise. The waker counts a sleeping thread as
+/// awake *before* unparking it, so a worker that fires a `block_on` timer and then goes
+/// idle sees the count.
+struct ThreadWaker {
+    thread: Thread,
+    /// Set while the thread is counted out of `block_ons_awake` (about to park or parked).
+    asleep: AtomicBool,
+    awake_count: Arc<AtomicUsize>,
+}
+
+impl ThreadWaker {
+    /// Parks the calling (`block_on`) thread until woken, counted out of
+    /// `block_ons_awake` meanwhile.
+    fn sleep(&self, shared: &Shared) {
+        self.asleep.store(true, SeqCst);
+        let was = self.awake_count.fetch_sub(1, SeqCst);
+        if was == 1 && shared.clock.is_paused() {
+            // Every worker may already be idle, having declined to jump the clock because of
+            // us: one of them must look again.
+            shared.workers[0].notify();
+        }
+        std::thread::park();
+        // Woken by something other than our waker (a spurious unpark): count ourselves in.
+        if self.asleep.swap(false, SeqCst) {
+            self.awake_count.fetch_add(1, SeqCst);
+        }
+    }
+
+    fn wake_thread(&self) {
+        if self.asleep.swap(false, SeqCst) {
+            self.awake_count.fetch_add(1, SeqCst);
+        }
+        self.thread.unpark();
+    }
+}
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_thread();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        self.wake_thread();
+    }
+}
+
+/// Counts a `block_on` thread in `block_ons_awake` for as long as it lives (it is awake
+/// whenever it can return or unwind).
+struct AwakeBlockOn<'a>(&'a AtomicUsize);
+
+impl<'a> AwakeBlockOn<'a> {
+    fn enter(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, SeqCst);
+        AwakeBlockOn(count)
+    }
+}
+
+impl Drop for AwakeBlockOn<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
     }
 }

@@ -198,6 +198,9 @@ pub(crate) struct Shared {
     pub(crate) fd_watch_lock: Mutex<()>,
     /// Serialises IO hand-offs between workers (`worker::handoff`).
     pub(crate) handoff: Mutex<()>,
+    /// `block_on` threads running or woken (see `runtime::ThreadWaker`); a paused clock
+    /// jumps only while this is zero.
+    pub(crate) block_ons_awake: Arc<AtomicUsize>,
     closed: AtomicBool,
     /// Set by `close` and by `cancel_all_tasks`: every task stops at its next poll.
     stopping: AtomicBool,
@@ -244,6 +247,7 @@ impl Shared {
             clock,
             fd_watch_lock: Mutex::new(()),
             handoff: Mutex::new(()),
+            block_ons_awake: Arc::new(AtomicUsize::new(0)),
             closed: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             next_task_id: CachePadded::new(AtomicU64::new(1)),

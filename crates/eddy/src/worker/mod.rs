@@ -458,13 +458,14 @@ impl Worker {
         self.run_fired(fired);
     }
 
-    /// Paused clock: if every worker is idle with nothing queued and no blocking job runs,
-    /// jumps the clock to the earliest timer deadline of any heap and wakes the workers whose
+    /// Paused clock: if every worker is idle with nothing queued, no blocking job runs and no
+    /// `block_on` thread is awake, jumps the clock to the earliest timer deadline of any heap and wakes the workers whose
     /// timers are then due. True if the clock moved (we must not sleep then).
     fn auto_advance(&self) -> bool {
         let shared = &*self.shared;
         let quiet = shared.idle.all_parked()
             && shared.blocking.busy_threads() == 0
+            && shared.block_ons_awake.load(SeqCst) == 0
             && shared.injector.is_empty()
             && shared
                 .workers
