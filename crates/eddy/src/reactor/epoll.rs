@@ -124,8 +124,8 @@ pub(crate) fn add_nested(host: &Poller, guest: &Poller, key: usize) -> io::Resul
         events: libc::EPOLLIN as u32,
         u64: key as u64,
     };
-    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call; both
-    // fds are open epoll instances owned by the pollers we borrow.
+    // Both fds are open epoll instances, owned by the pollers we borrow.
+    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call.
     let rc = unsafe {
         libc::epoll_ctl(
             host.as_raw_fd(),
