@@ -343,3 +343,50 @@ fn a_burst_of_short_io_jobs_stays_on_one_worker() {
         "{shared} of 20 bursts of short IO jobs woke both workers"
     );
 }
+
+/// Four workers handing their epolls around while clients come and go: every request of
+/// 16 connections, on sockets spread over the workers, gets its echo (20,000 in all), with
+/// pauses long enough for workers to park (and hand off) between bursts.
+#[test]
+fn no_request_is_lost_while_four_workers_hand_off_their_epolls() {
+    let _serial = one_at_a_time();
+    let rt = eddy::Builder::new().workers(4).build().unwrap();
+    // Sockets registered from the block_on thread land on the workers round-robin.
+    let peers: Vec<StdUnixStream> = rt.block_on(async {
+        (0..16)
+            .map(|_| {
+                let (ours, theirs) = StdUnixStream::pair().unwrap();
+                let ours = UnixStream::from_std(ours).unwrap();
+                drop(eddy::spawn(async move {
+                    let mut buf = [0u8; 64];
+                    loop {
+                        match ours.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => ours.write_all(&buf[..n]).await.unwrap(),
+                        }
+                    }
+                }));
+                theirs
+            })
+            .collect()
+    });
+    let clients: Vec<_> = peers
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut peer)| {
+            std::thread::spawn(move || {
+                for j in 0..1_250 {
+                    if (i + j) % 97 == 0 {
+                        std::thread::sleep(Duration::from_millis(3));
+                    }
+                    round_trip(&mut peer);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("a client lost a request");
+    }
+    let guest_parks: u64 = rt.metrics().workers.iter().map(|w| w.guest_parks).sum();
+    assert!(guest_parks > 0, "no worker ever parked as a guest");
+}
