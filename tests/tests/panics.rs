@@ -367,3 +367,31 @@ fn child_panic_in_a_finished_futures_destructor() {
         );
     });
 }
+
+/// A task that awaits its own `Task` is asyncio's "Task cannot await on itself": the await
+/// panics, the task ends as panicked (reported, since nobody else can retrieve it) and its
+/// cell is freed, instead of the task waiting for itself forever with its own waker keeping
+/// its cell alive.
+#[test]
+fn a_task_awaiting_itself_panics_instead_of_waiting_forever() {
+    with_deadline(Duration::from_secs(30), || {
+        let (rt, log) = logged_runtime(2);
+        let (tx, rx) = async_channel::bounded::<eddy::Task<()>>(1);
+        let me = rt.handle().spawn(async move {
+            let me = rx.recv().await.unwrap();
+            let _ = me.await;
+        });
+        tx.send_blocking(me).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(5), || log.len() == 1),
+            "the self-await was not reported"
+        );
+        let report = &log.reports()[0];
+        assert_eq!(report.message, "Task exception was never retrieved");
+        assert_eq!(report.panic.as_deref(), Some("Task cannot await on itself"));
+        assert!(
+            wait_until(Duration::from_secs(5), || rt.metrics().live_tasks == 0),
+            "the task's cell outlived it"
+        );
+    });
+}

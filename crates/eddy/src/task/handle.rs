@@ -18,7 +18,9 @@ use crate::task::{TaskError, TaskId};
 ///
 /// # Panics
 ///
-/// Polling a `Task` again after it returned `Ready` panics.
+/// Polling a `Task` again after it returned `Ready` panics. A task that awaits its own
+/// `Task` panics with "Task cannot await on itself" (asyncio raises the same), which ends
+/// that task as [`TaskError::Panicked`] instead of leaving it waiting for itself forever.
 ///
 /// # Examples
 ///

@@ -191,6 +191,12 @@ pub(crate) unsafe fn drop_ref(ptr: NonNull<Header>) {
 
 // ----- wakers -------------------------------------------------------------------------------
 
+/// Whether `waker` is the task waker of the cell at `ptr` (not one wrapped by a combinator:
+/// those are not recognised).
+fn is_task_waker_of(waker: &Waker, ptr: NonNull<Header>) -> bool {
+    std::ptr::eq(waker.vtable(), &WAKER_VTABLE) && waker.data() == ptr.as_ptr() as *const ()
+}
+
 static WAKER_VTABLE: RawWakerVTable =
     RawWakerVTable::new(waker_clone, waker_wake, waker_wake_by_ref, waker_drop);
 
@@ -496,11 +502,18 @@ impl<T> JoinHandle<T> {
     }
 
     /// Polls for the output; `Ready` consumes the handle (the caller must not use it again).
+    ///
+    /// Panics with "Task cannot await on itself" (asyncio's message) when the waker is the
+    /// task's own: it would wait forever, and its waker in its own awaiter slot would keep
+    /// its cell alive.
     pub(crate) fn poll_join(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let header = self.header();
         let mut state = header.state.load(Ordering::Acquire);
         if state & COMPLETE != 0 {
             return Poll::Ready(());
+        }
+        if is_task_waker_of(cx.waker(), self.ptr) {
+            panic!("Task cannot await on itself");
         }
         if state & JOIN_WAKER != 0 {
             // SAFETY: the slot is read-only while `JOIN_WAKER` is set.
