@@ -390,3 +390,41 @@ fn no_request_is_lost_while_four_workers_hand_off_their_epolls() {
     let guest_parks: u64 = rt.metrics().workers.iter().map(|w| w.guest_parks).sum();
     assert!(guest_parks > 0, "no worker ever parked as a guest");
 }
+
+/// The host is stuck in one 300 ms callback while its guest's socket gets a request: the
+/// monitor counts a host with guests as having IO and wakes the guest, which takes its epoll
+/// back and answers long before the callback ends.
+#[test]
+fn a_guest_of_a_stuck_host_is_woken_for_its_io() {
+    let _serial = one_at_a_time();
+    let rt = eddy::Builder::new().workers(2).build().unwrap();
+    let (_, x_thread, mut peers) = sockets_on_one_worker(&rt, 1, None);
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..2 {
+        let tx = tx.clone();
+        rt.handle()
+            .call_soon_threadsafe(move || {
+                if std::thread::current().id() == x_thread {
+                    std::thread::sleep(Duration::from_millis(50));
+                    return;
+                }
+                let _ = tx.send(Instant::now());
+                std::thread::sleep(Duration::from_millis(300));
+            })
+            .unwrap();
+    }
+    let stuck_since = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // Let X go idle and park as the stuck worker's guest.
+    std::thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    round_trip(&mut peers[0]);
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "a request to the guest of a stuck host took {took:?}"
+    );
+    assert!(
+        stuck_since.elapsed() < Duration::from_millis(300),
+        "the test was too slow to send while the host was stuck"
+    );
+}
