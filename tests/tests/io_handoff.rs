@@ -428,3 +428,42 @@ fn a_guest_of_a_stuck_host_is_woken_for_its_io() {
         "the test was too slow to send while the host was stuck"
     );
 }
+
+/// `add_reader` fds are level-triggered; on a guest's epoll they still fire once per
+/// arrival (the callback drains the fd), served by the host while the guest sleeps.
+#[test]
+fn add_reader_callbacks_of_a_guest_still_run() {
+    use std::os::fd::AsRawFd;
+    let _serial = one_at_a_time();
+    let rt = eddy::Builder::new().workers(2).build().unwrap();
+    let (ours, mut theirs) = StdUnixStream::pair().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    let (got_tx, got_rx) = mpsc::channel::<usize>();
+    let on_x: OnX = Box::new(move || {
+        let fd = ours.as_raw_fd();
+        eddy::add_reader(fd, move || {
+            let mut buf = [0u8; 64];
+            while let Ok(n) = (&ours).read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let _ = got_tx.send(n);
+            }
+        })
+        .unwrap();
+    });
+    let (_, x_thread, _peers) = sockets_on_one_worker(&rt, 1, Some(on_x));
+    let stop = Arc::new(AtomicBool::new(false));
+    spin_on_another_worker(&rt, x_thread, stop.clone());
+    std::thread::sleep(Duration::from_millis(20));
+    for _ in 0..100 {
+        theirs.write_all(b"ping").unwrap();
+        let n = got_rx
+            .recv_timeout(Duration::from_secs(2))
+            .expect("an add_reader callback did not run");
+        assert_eq!(n, 4);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let guest_parks: u64 = rt.metrics().workers.iter().map(|w| w.guest_parks).sum();
+    assert!(guest_parks > 0, "the worker never parked as a guest");
+}
