@@ -35,8 +35,10 @@
 //! the guest re-notifies it (now through the eventfd). A stale eventfd count only makes a
 //! later sleep return at once.
 //!
-//! Who may call: the worker itself, from `park`. Workers without IO sources never hand off
-//! (there is nothing to watch, and a plain park is one system call cheaper both ways).
+//! Who may call: the worker itself, from `park` (`park_as_guest`) and between jobs
+//! (`wake_guests_if_we_lag`); other threads only through `WorkerSlot::notify`. Workers
+//! without IO sources never hand off (there is nothing to watch, and a plain park is one
+//! system call cheaper both ways).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
