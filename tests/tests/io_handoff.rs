@@ -90,31 +90,42 @@ fn echo_sockets_on_one_worker(
     rx.recv_timeout(Duration::from_secs(5)).unwrap()
 }
 
-/// Keeps a worker other than `avoid` busy with a pinned `yield_now` loop until `stop`.
-fn spin_on_another_worker(rt: &eddy::Runtime, avoid: ThreadId, stop: Arc<AtomicBool>) {
+/// Runs `f` once, on a worker other than `avoid`, and returns once it has started. Two
+/// callbacks go out: if `avoid` takes the first, it stays busy with it for a while, so the
+/// second wakes the other worker (an idle runtime wakes its most recently parked worker,
+/// which may be `avoid` every time).
+fn on_another_worker(rt: &eddy::Runtime, avoid: ThreadId, f: impl FnOnce() + Send + 'static) {
+    let f = Arc::new(Mutex::new(Some(f)));
     let (tx, rx) = mpsc::channel();
-    // Two at a time: if `avoid` takes the first, it stays busy with it for a while, so the
-    // second wakes the other worker (an idle runtime wakes its most recently parked worker,
-    // which may be `avoid` every time).
     for _ in 0..2 {
-        let (tx, stop) = (tx.clone(), stop.clone());
+        let (tx, f) = (tx.clone(), f.clone());
         rt.handle()
             .call_soon_threadsafe(move || {
                 if std::thread::current().id() == avoid {
                     std::thread::sleep(Duration::from_millis(50));
                     return;
                 }
-                drop(eddy::spawn_local(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        eddy::yield_now().await;
-                    }
-                }));
+                let Some(f) = f.lock().unwrap().take() else {
+                    return;
+                };
                 let _ = tx.send(());
+                f();
             })
             .unwrap();
     }
     rx.recv_timeout(Duration::from_secs(5))
         .expect("no callback ran on the other worker");
+}
+
+/// Keeps a worker other than `avoid` busy with a pinned `yield_now` loop until `stop`.
+fn spin_on_another_worker(rt: &eddy::Runtime, avoid: ThreadId, stop: Arc<AtomicBool>) {
+    on_another_worker(rt, avoid, move || {
+        drop(eddy::spawn_local(async move {
+            while !stop.load(Ordering::Relaxed) {
+                eddy::yield_now().await;
+            }
+        }));
+    });
 }
 
 /// One request and its echo on `peer`; panics if it takes more than 2 s.
@@ -234,32 +245,21 @@ fn a_busy_host_still_serves_its_guests_io_between_jobs() {
     let (_, x_thread, mut peers) = sockets_on_one_worker(&rt, 1, None);
     // The other worker runs 100 pinned tasks of 100 µs jobs: cycles of ~10 ms.
     let stop = Arc::new(AtomicBool::new(false));
-    let (tx, rx) = mpsc::channel();
-    for _ in 0..2 {
-        let (tx, stop) = (tx.clone(), stop.clone());
-        rt.handle()
-            .call_soon_threadsafe(move || {
-                if std::thread::current().id() == x_thread {
-                    std::thread::sleep(Duration::from_millis(50));
-                    return;
+    let spinners_stop = stop.clone();
+    on_another_worker(&rt, x_thread, move || {
+        for _ in 0..100 {
+            let stop = spinners_stop.clone();
+            drop(eddy::spawn_local(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let start = Instant::now();
+                    while start.elapsed() < Duration::from_micros(100) {
+                        std::hint::spin_loop();
+                    }
+                    eddy::yield_now().await;
                 }
-                for _ in 0..100 {
-                    let stop = stop.clone();
-                    drop(eddy::spawn_local(async move {
-                        while !stop.load(Ordering::Relaxed) {
-                            let start = Instant::now();
-                            while start.elapsed() < Duration::from_micros(100) {
-                                std::hint::spin_loop();
-                            }
-                            eddy::yield_now().await;
-                        }
-                    }));
-                }
-                let _ = tx.send(());
-            })
-            .unwrap();
-    }
-    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            }));
+        }
+    });
     std::thread::sleep(Duration::from_millis(20));
     let mut took: Vec<Duration> = (0..50)
         .map(|_| {
@@ -399,21 +399,10 @@ fn a_guest_of_a_stuck_host_is_woken_for_its_io() {
     let _serial = one_at_a_time();
     let rt = eddy::Builder::new().workers(2).build().unwrap();
     let (_, x_thread, mut peers) = sockets_on_one_worker(&rt, 1, None);
-    let (tx, rx) = mpsc::channel();
-    for _ in 0..2 {
-        let tx = tx.clone();
-        rt.handle()
-            .call_soon_threadsafe(move || {
-                if std::thread::current().id() == x_thread {
-                    std::thread::sleep(Duration::from_millis(50));
-                    return;
-                }
-                let _ = tx.send(Instant::now());
-                std::thread::sleep(Duration::from_millis(300));
-            })
-            .unwrap();
-    }
-    let stuck_since = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    on_another_worker(&rt, x_thread, || {
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    let stuck_since = Instant::now();
     // Let X go idle and park as the stuck worker's guest.
     std::thread::sleep(Duration::from_millis(50));
     let start = Instant::now();
