@@ -257,16 +257,19 @@ impl ThreadWaker {
         }
         std::thread::park();
         // Woken by something other than our waker (a spurious unpark): count ourselves in.
-        if self.asleep.swap(false, SeqCst) {
-            self.awake_count.fetch_add(1, SeqCst);
-        }
+        self.count_in();
     }
 
     fn wake_thread(&self) {
+        self.count_in();
+        self.thread.unpark();
+    }
+
+    /// Counts the thread back in, once per sleep, whoever notices first.
+    fn count_in(&self) {
         if self.asleep.swap(false, SeqCst) {
             self.awake_count.fetch_add(1, SeqCst);
         }
-        self.thread.unpark();
     }
 }
 

@@ -32,6 +32,13 @@ pub(crate) const NOTIFY_KEY: usize = usize::MAX;
 /// indices, far below.
 pub(crate) const NESTED_KEY_BASE: usize = usize::MAX / 2;
 
+/// The sibling index an event key stands for, if it is a nested epoll's key.
+pub(crate) fn nested_index(key: usize) -> Option<usize> {
+    (NESTED_KEY_BASE..NOTIFY_KEY)
+        .contains(&key)
+        .then(|| key - NESTED_KEY_BASE)
+}
+
 /// Events harvested per `epoll_wait` at most; more stay queued in the kernel for the next one.
 const CAPACITY: usize = 256;
 
@@ -76,9 +83,7 @@ impl RawEvents {
     pub(crate) fn nested(&self) -> impl Iterator<Item = usize> + '_ {
         self.list
             .iter()
-            .map(|e| e.u64 as usize)
-            .filter(|&k| (NESTED_KEY_BASE..NOTIFY_KEY).contains(&k))
-            .map(|k| k - NESTED_KEY_BASE)
+            .filter_map(|e| nested_index(e.u64 as usize))
     }
 }
 

@@ -233,14 +233,12 @@ impl Reactor {
         let mut events = self.rearm.lock();
         events.clear();
         poller.wait(&mut events, Some(Duration::ZERO))?;
-        let nested = |key: usize| (epoll::NESTED_KEY_BASE..epoll::NOTIFY_KEY).contains(&key);
-        fired.nested.extend(
-            events
-                .iter()
-                .filter(|e| nested(e.key))
-                .map(|e| e.key - epoll::NESTED_KEY_BASE),
-        );
-        let ours = events.iter().filter(|e| !nested(e.key));
+        fired
+            .nested
+            .extend(events.iter().filter_map(|e| epoll::nested_index(e.key)));
+        let ours = events
+            .iter()
+            .filter(|e| epoll::nested_index(e.key).is_none());
         Ok(self.dispatch(ours.map(|e| epoll::from_polling(&e)), fired))
     }
 
