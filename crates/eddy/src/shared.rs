@@ -3,7 +3,8 @@
 //! [`Shared`] is what all workers, handles and task cells of one runtime point to. It owns:
 //!
 //! * one [`WorkerSlot`] per worker: the `Stealer` of its ready queue, its `Poller` (used to
-//!   park and to be woken), its timer heap, and the inbox for its pinned tasks;
+//!   park and to be woken), its timer heap, the inbox for its pinned tasks, and the jobs a
+//!   sibling handed it when it woke it for a burst;
 //! * the global `Injector`, fed by threads that are not workers of this runtime;
 //! * the idle bookkeeping ([`Idle`]) that decides whom to wake;
 //! * the task registry, exception handler and configuration.
@@ -12,7 +13,7 @@
 //!
 //! | submitter                    | goes to                        | wakes                      |
 //! |------------------------------|--------------------------------|----------------------------|
-//! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches |
+//! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches; if that sibling is not up when the burst is about to run, the newer half goes to its `handed` queue |
 //! | any other thread             | the `Injector`                 | one parked worker, only if nobody searches |
 //! | waking a pinned task remotely| the owner's inbox              | the owner, if it is parked |
 //! | a timer that became earliest | that worker's heap             | the owner, if it is parked |
@@ -106,6 +107,10 @@ pub(crate) struct WorkerSlot {
     pub(crate) timers: Arc<TimerQueue>,
     /// Pinned tasks woken from other threads, waiting to be moved to the owner's queue.
     pub(crate) inbox: Injector<Runnable>,
+    /// Fresh jobs of a burst that a sibling woke this worker for and handed over before it
+    /// was up (`worker::siblings`): the owner takes them first thing, idle siblings may
+    /// steal them like the ready queue.
+    pub(crate) handed: Injector<Job>,
     /// `AWAKE`, or (while parked) the deadline it sleeps until in the timer heaps' nanosecond
     /// scale, `u64::MAX` for "until notified".
     pub(crate) park_deadline: AtomicU64,
@@ -132,6 +137,7 @@ impl WorkerSlot {
             reactor: Reactor::new(),
             timers: Arc::new(TimerQueue::new(epoch)),
             inbox: Injector::new(),
+            handed: Injector::new(),
             park_deadline: AtomicU64::new(AWAKE),
             exited: AtomicBool::new(false),
             cycles: AtomicU64::new(0),
@@ -156,7 +162,10 @@ impl WorkerSlot {
     /// Something a sibling could serve if this worker is stuck: queued jobs, pinned wakes,
     /// timers, or IO sources (its own or its guests').
     pub(crate) fn has_pending_work(&self) -> bool {
-        !self.stealer.is_empty() || self.timers.next_deadline_nanos() != u64::MAX || self.has_io()
+        !self.stealer.is_empty()
+            || !self.handed.is_empty()
+            || self.timers.next_deadline_nanos() != u64::MAX
+            || self.has_io()
     }
 
     /// Whether this worker's epoll has anything to watch: sources, or guests' epolls.
@@ -346,17 +355,22 @@ impl Shared {
         }
     }
 
-    /// Wakes one parked worker if the idle rules say so.
+    /// Wakes one parked worker, counted as searching, if the idle rules say so (nobody
+    /// searches). Returns which.
     #[inline]
-    pub(crate) fn wake_idle(&self) {
-        if let Some(index) = self.idle.worker_to_wake() {
-            self.workers[index].notify();
-        }
+    pub(crate) fn wake_idle(&self) -> Option<usize> {
+        let index = self.idle.worker_to_wake()?;
+        self.workers[index].notify();
+        Some(index)
     }
 
     /// True if any queue a searcher could take from holds work.
     pub(crate) fn has_stealable_work(&self) -> bool {
-        !self.injector.is_empty() || self.workers.iter().any(|w| !w.stealer.is_empty())
+        !self.injector.is_empty()
+            || self
+                .workers
+                .iter()
+                .any(|w| !w.stealer.is_empty() || !w.handed.is_empty())
     }
 
     // ----- timers -------------------------------------------------------------------------

@@ -103,6 +103,8 @@ pub(crate) struct Worker {
     sibling_progress: RefCell<Vec<u64>>,
     /// When a busy worker may next look after its siblings (see `siblings`).
     next_sibling_look: Cell<Instant>,
+    /// The sibling that `push_local` woke for surplus work since our last phase 4.
+    helper: Cell<Option<usize>>,
 }
 
 impl Worker {
@@ -128,6 +130,7 @@ impl Worker {
             next_guest_check: Cell::new(0),
             sibling_progress: RefCell::new(Vec::new()),
             next_sibling_look: Cell::new(Instant::now()),
+            helper: Cell::new(None),
         }
     }
 
@@ -154,7 +157,9 @@ impl Worker {
         // sibling to steal it would only add a cross-CPU round trip (~100 µs here). Surplus
         // work, two jobs or more, is worth a sibling.
         if self.ready.len() > 1 && self.shared.idle.should_wake() {
-            self.shared.wake_idle();
+            if let Some(woken) = self.shared.wake_idle() {
+                self.helper.set(Some(woken));
+            }
         }
     }
 
@@ -200,6 +205,7 @@ impl Worker {
         if self.has_ready() {
             self.stop_searching();
         }
+        self.share_burst_with_helper();
         // Timed only in IO cycles, whose harvest costs far more than two clock reads.
         let started = self.queued_io.get().then(Instant::now);
         let jobs = self.run_ready();
@@ -325,9 +331,16 @@ impl Worker {
         !self.ready.is_empty() || !self.pinned.borrow().is_empty()
     }
 
-    /// Moves pinned tasks woken by other threads into the pinned queue.
+    /// Moves what other threads handed us into our queues: pinned tasks woken remotely, and
+    /// the share of a burst that a sibling gave us when it woke us (`siblings`).
     fn take_inbox(&self) {
-        let inbox = &self.slot().inbox;
+        let slot = self.slot();
+        while !slot.handed.is_empty() {
+            if let Steal::Empty = slot.handed.steal_batch(&self.ready) {
+                break;
+            }
+        }
+        let inbox = &slot.inbox;
         if inbox.is_empty() {
             return;
         }
@@ -412,8 +425,10 @@ impl Worker {
         // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
         deadline = deadline.min(slot.timers.next_deadline_nanos());
         // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
-        let work_arrived =
-            !slot.inbox.is_empty() || !shared.injector.is_empty() || shared.is_closed();
+        let work_arrived = !slot.inbox.is_empty()
+            || !slot.handed.is_empty()
+            || !shared.injector.is_empty()
+            || shared.is_closed();
         let time_jumped = !work_arrived && paused && self.auto_advance();
         if !work_arrived && !time_jumped {
             let timeout = if paused || deadline == u64::MAX {
@@ -470,7 +485,7 @@ impl Worker {
             && shared
                 .workers
                 .iter()
-                .all(|w| w.inbox.is_empty() && w.stealer.is_empty());
+                .all(|w| w.inbox.is_empty() && w.stealer.is_empty() && w.handed.is_empty());
         if !quiet {
             return false;
         }
@@ -634,18 +649,14 @@ impl Worker {
 
     // ----- shutdown -----------------------------------------------------------------------
 
-    /// Drops everything this worker owns once the runtime closed: its ready queue, its
-    /// pinned tasks (which must die on this thread) and its registered pinned tasks.
-    ///
-    /// Pinned tasks woken by other threads keep arriving in the inbox until we publish
-    /// `exited`; one more drain after that catches every push that did not see the flag
-    /// (see `Shared::schedule_pinned` for the other half of this handshake).
     /// Drops everything this worker still owns. Pinned tasks must be dropped here, on their
     /// own thread, so we wait for each one still registered to reach us: a task whose wake
     /// is in flight from another thread (state already "scheduled", runnable not yet in our
     /// inbox) arrives within moments. Only after `PINNED_DRAIN_LIMIT` do we give up on
     /// stragglers (`Shared::schedule_pinned` then leaks them rather than drop a `!Send` future
-    /// on a foreign thread).
+    /// on a foreign thread). One more drain after publishing `exited` catches every push to
+    /// our inbox or `handed` queue that did not see the flag (`Shared::schedule_pinned` and
+    /// `share_burst_with_helper` hold the other half of this handshake).
     fn drain_on_exit(&self) {
         let owner = Some(self.index as u32);
         let registry = &self.shared.registry;

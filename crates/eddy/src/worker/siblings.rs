@@ -1,7 +1,17 @@
 //! Helping siblings: what one worker does for the others. Kept apart from the loop itself
 //! (`worker/mod.rs`) because none of it is needed to read `_run_once`; all of it is called
-//! from phase 2 (an idle worker, before it parks) or from the every-61-jobs maintenance of
-//! phase 4 (a busy worker, rate-limited as below).
+//! from phase 2 (an idle worker, before it parks), from the start of phase 4, or from the
+//! every-61-jobs maintenance of phase 4 (a busy worker, rate-limited as below).
+//!
+//! * **Sharing a burst** with the sibling it woke for it (`share_burst_with_helper`): when
+//!   jobs queued here woke a parked sibling (`Worker::push_local`) and that sibling is not
+//!   up yet when phase 4 begins, the newer half of a large queue goes to the sibling's
+//!   `handed` queue. A woken thread needs 20-100 µs to run; left alone, this worker would
+//!   meanwhile have polled every task of the burst once, so whatever those first polls
+//!   allocate (a channel's waiter list, a buffer) would come from this thread's heap,
+//!   interleaved line by line with the memory of the tasks that stay here, and the half
+//!   the sibling then steals would share cache lines with them across CPUs for the rest of
+//!   its life.
 //!
 //! * **Stealing work** a sibling has queued: half its ready queue, either when we are idle
 //!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose cycle
@@ -20,6 +30,7 @@
 //! Only this worker's thread calls these; they touch siblings only through what `Shared`
 //! shares on purpose (stealers, pollers and source tables, timer heaps with `try_lock`).
 
+use std::sync::atomic::{self, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
@@ -29,6 +40,10 @@ use super::Worker;
 /// How often a busy worker looks after its siblings: well below the graces it serves
 /// (`STUCK_IO_GRACE`, `STUCK_TIMER_GRACE`), far above the time between maintenances.
 pub(super) const SIBLING_LOOK_INTERVAL: Duration = Duration::from_micros(500);
+
+/// The smallest ready queue worth splitting with a sibling that is still waking up: below
+/// it, the jobs are likely done here before the sibling runs.
+const BURST_TO_SHARE: usize = 16;
 use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
 use crate::shared::{WorkerSlot, STUCK_TIMER_GRACE};
 
@@ -55,9 +70,11 @@ impl Worker {
             .any(|victim| victim != self.index && self.steal_batch_from(victim))
     }
 
-    /// Moves half of worker `victim`'s ready queue to ours. True if anything moved.
+    /// Moves half of worker `victim`'s ready queue to ours, or else a batch of the jobs
+    /// handed to it and not yet taken. True if anything moved.
     fn steal_batch_from(&self, victim: usize) -> bool {
-        let stealer = &self.shared.workers[victim].stealer;
+        let slot = &self.shared.workers[victim];
+        let stealer = &slot.stealer;
         loop {
             let before = self.ready.len();
             match stealer.steal_batch(&self.ready) {
@@ -70,8 +87,54 @@ impl Worker {
                     return true;
                 }
                 Steal::Retry => continue,
+                Steal::Empty => break,
+            }
+        }
+        loop {
+            match slot.handed.steal_batch(&self.ready) {
+                Steal::Success(()) => return true,
+                Steal::Retry => continue,
                 Steal::Empty => return false,
             }
+        }
+    }
+
+    /// Start of phase 4: if jobs queued here woke a sibling (`push_local`) that is not up
+    /// yet, and at least `BURST_TO_SHARE` jobs are ready, hands it the newer half of them
+    /// (see the module notes for why). The older half runs here in order, as if the sibling
+    /// had stolen the rest the moment the phase began; phase 4's count is not changed.
+    pub(super) fn share_burst_with_helper(&self) {
+        let Some(helper) = self.helper.take() else {
+            return;
+        };
+        let queued = self.ready.len();
+        let slot = &self.shared.workers[helper];
+        if queued < BURST_TO_SHARE || !slot.is_parked() || self.shared.is_closed() {
+            return;
+        }
+        // The deque pops at the front only: take the jobs out and put the older half back.
+        let mut jobs: Vec<_> = std::iter::from_fn(|| self.ready.pop())
+            .take(queued)
+            .collect();
+        let newer = jobs.split_off(jobs.len() - jobs.len() / 2);
+        for job in jobs {
+            self.ready.push(job);
+        }
+        for job in newer {
+            slot.handed.push(job);
+        }
+        // The other half of `drain_on_exit`'s handshake: a sibling that already made its
+        // last drain would strand these (and leak them: jobs point back to `Shared`).
+        atomic::fence(SeqCst);
+        if slot.exited.load(SeqCst) {
+            while let Steal::Success(job) = slot.handed.steal() {
+                self.ready.push(job);
+            }
+        } else if slot.is_parked() {
+            // Usually still on its way up (then this adds nothing to the pending wake-up);
+            // but it may have woken, missed our push, and parked again. Its park checks
+            // `handed` after publishing that it parks, we check its park after pushing.
+            slot.notify();
         }
     }
 
