@@ -53,19 +53,7 @@ impl Queue for Pinned {
 }
 
 /// One task allocation (`#[repr(C)]`: the header comes first, see `raw::Header`).
-///
-/// Aligned to the unit in which CPUs share memory (two 64-byte lines on x86_64, whose
-/// prefetcher fetches lines in pairs, and on aarch64; one line elsewhere): each poll writes
-/// the state word and the future, and a cell that shared a line with a task running on
-/// another worker would bounce that line between the two CPUs at every poll of either.
-#[cfg_attr(
-    any(target_arch = "x86_64", target_arch = "aarch64"),
-    repr(C, align(128))
-)]
-#[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
-    repr(C, align(64))
-)]
+#[repr(C)]
 struct Cell<F: Future, Q> {
     header: Header,
     /// `running` until the poll that finishes the task, `output` after it (until the output
@@ -577,18 +565,5 @@ mod tests {
         outputs.sort_unstable();
         assert_eq!(outputs, (0..TASKS / 2).collect::<Vec<_>>());
         assert_eq!(shared.registry.len(), 0);
-    }
-
-    /// A cell starts and ends on a 128-byte boundary on x86_64, so that it shares no
-    /// prefetched pair of cache lines with another allocation (see `Cell`): a small task
-    /// takes exactly one such unit.
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn a_cell_fills_whole_pairs_of_cache_lines() {
-        type Small = super::Cell<std::future::Ready<()>, super::Stealable>;
-        assert_eq!(std::mem::align_of::<Small>(), 128);
-        assert_eq!(std::mem::size_of::<Small>(), 128);
-        type Big = super::Cell<std::future::Ready<[u8; 100]>, super::Stealable>;
-        assert_eq!(std::mem::size_of::<Big>() % 128, 0);
     }
 }
