@@ -20,7 +20,9 @@
 //!    task that re-wakes itself cannot starve IO, timers or other tasks. Every 61 jobs the
 //!    worker also takes one job from the global injector (Go's and tokio's fairness rule)
 //!    and absorbs its pinned-task inbox; at most every 500 µs it also serves stuck
-//!    siblings' late timers and stranded IO, and steals from a sibling that stalled.
+//!    siblings' late timers and stranded IO, and steals from a sibling that stalled. If a
+//!    burst queued here woke a sibling that is not up yet, the newer half of a large queue
+//!    goes to that sibling first (`siblings`, "sharing a burst"); the rest runs here.
 //!
 //! Invariants:
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
