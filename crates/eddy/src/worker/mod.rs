@@ -686,12 +686,13 @@ impl Worker {
     /// only drop their futures) until nothing is left.
     fn drain_owned(&self) {
         loop {
+            // First: what the inbox and `handed` hold lands in the queues emptied below.
+            self.take_inbox();
             let mut did_something = false;
             while let Some(job) = self.ready.pop() {
                 job.discard();
                 did_something = true;
             }
-            self.take_inbox();
             loop {
                 let next = self.pinned.borrow_mut().pop_front();
                 let Some(r) = next else { break };
