@@ -6,6 +6,56 @@ use std::time::{Duration, Instant};
 
 use eddy::task::TaskState;
 
+/// `busy_time` leaves a park in progress out and never goes back. Both workers asleep for
+/// 300 ms gain far less than that; and across snapshots taken while a worker parks and wakes
+/// every millisecond, no worker's `busy_time` ever decreases. (Before, a park in progress
+/// counted as busy until it ended, and then the figure dropped: a delta of two snapshots
+/// could underflow.)
+#[test]
+fn busy_time_leaves_out_the_park_in_progress_and_never_decreases() {
+    let rt = eddy::Builder::new().workers(2).build().unwrap();
+    assert!(eddy_tests::wait_until(Duration::from_secs(5), || {
+        rt.metrics()
+            .workers
+            .iter()
+            .all(|w| w.parks == w.wakeups + 1)
+    }));
+    let asleep = rt.metrics();
+    std::thread::sleep(Duration::from_millis(300));
+    let later = rt.metrics();
+    for (a, b) in asleep.workers.iter().zip(&later.workers) {
+        let gained = b.busy_time.saturating_sub(a.busy_time);
+        assert!(
+            gained < Duration::from_millis(100),
+            "asleep, yet busy for {gained:?}"
+        );
+    }
+
+    let done = Arc::new(AtomicBool::new(false));
+    let ticking = done.clone();
+    let ticker = rt.handle().spawn(async move {
+        while !ticking.load(Ordering::SeqCst) {
+            eddy::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    let mut last = rt.metrics();
+    for _ in 0..300 {
+        std::thread::sleep(Duration::from_micros(700));
+        let now = rt.metrics();
+        for (a, b) in last.workers.iter().zip(&now.workers) {
+            assert!(
+                b.busy_time >= a.busy_time,
+                "busy_time went back from {:?} to {:?}",
+                a.busy_time,
+                b.busy_time
+            );
+        }
+        last = now;
+    }
+    done.store(true, Ordering::SeqCst);
+    rt.block_on(ticker).unwrap();
+}
+
 #[test]
 fn counters_move_as_the_workload_says() {
     let rt = eddy::Builder::new().workers(1).build().unwrap();

@@ -4,7 +4,9 @@
 //! Cost is the design constraint (the hot paths must not slow down measurably): each
 //! counter is written only by its own worker, with a relaxed load and store (no atomic
 //! read-modify-write), on a cache line no other thread writes. Readers may see a value a few
-//! increments old; figures of different workers are not taken at the same instant.
+//! increments old; figures of different workers are not taken at the same instant. The one
+//! value a reader writes is the high-water mark that keeps `busy_time` monotonic (a
+//! `fetch_max` per snapshot, not on any hot path).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -43,6 +45,11 @@ pub(crate) struct WorkerCounters {
     pub(crate) io_events: Counter,
     pub(crate) timers_fired: Counter,
     pub(crate) parked_ns: Counter,
+    /// While a park is in progress: when it began, in nanoseconds since `started`, plus one;
+    /// zero while awake. Lets a snapshot leave the park in progress out of `busy_time`.
+    park_began: AtomicU64,
+    /// The largest `busy_time` reported so far (nanoseconds): snapshots never go back.
+    busy_reported: AtomicU64,
     started: Instant,
 }
 
@@ -59,8 +66,42 @@ impl WorkerCounters {
             io_events: Counter::default(),
             timers_fired: Counter::default(),
             parked_ns: Counter::default(),
+            park_began: AtomicU64::new(0),
+            busy_reported: AtomicU64::new(0),
             started: Instant::now(),
         }
+    }
+
+    /// The worker starts a park at `at` (the owning worker only).
+    pub(crate) fn park_begins(&self, at: Instant) {
+        let since = at.saturating_duration_since(self.started).as_nanos() as u64;
+        self.park_began.store(since + 1, Ordering::Relaxed);
+    }
+
+    /// The worker woke from the park it began at `began` (the owning worker only).
+    pub(crate) fn park_ends(&self, began: Instant, woke: Instant) {
+        self.parked_ns
+            .add(woke.saturating_duration_since(began).as_nanos() as u64);
+        self.park_began.store(0, Ordering::Relaxed);
+    }
+
+    /// Time not spent parked up to `now`, never less than an earlier answer.
+    ///
+    /// A snapshot that reads `park_began` just before the worker wakes and `parked_ns` just
+    /// after counts that park twice; the previous, larger answer stands then.
+    fn busy_time(&self, now: Instant) -> Duration {
+        let up = now.saturating_duration_since(self.started).as_nanos() as u64;
+        let began = self.park_began.load(Ordering::Relaxed);
+        let parking = if began == 0 {
+            0
+        } else {
+            up.saturating_sub(began - 1)
+        };
+        let busy = up
+            .saturating_sub(self.parked_ns.get())
+            .saturating_sub(parking);
+        let reported = self.busy_reported.fetch_max(busy, Ordering::Relaxed);
+        Duration::from_nanos(busy.max(reported))
     }
 }
 
@@ -98,7 +139,8 @@ pub struct WorkerMetrics {
     pub timer_heap_rebuilds: usize,
     /// Jobs in its stealable ready queue.
     pub ready_queue_depth: usize,
-    /// Time not spent parked since the worker started.
+    /// Time not spent parked since the worker started (a park in progress counts as
+    /// parked). Never less than in an earlier snapshot of the same runtime.
     pub busy_time: Duration,
 }
 
@@ -135,7 +177,6 @@ pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
             .iter()
             .map(|w| {
                 let c = &w.counters;
-                let up = now.saturating_duration_since(c.started);
                 WorkerMetrics {
                     tasks_polled: c.tasks_polled.get(),
                     callbacks_run: c.callbacks_run.get(),
@@ -151,7 +192,7 @@ pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
                     timers_cancelled_in_heap: w.timers.cancelled_count(),
                     timer_heap_rebuilds: w.timers.rebuilds(),
                     ready_queue_depth: w.stealer.len(),
-                    busy_time: up.saturating_sub(Duration::from_nanos(c.parked_ns.get())),
+                    busy_time: c.busy_time(now),
                 }
             })
             .collect(),

@@ -456,6 +456,7 @@ impl Worker {
         let counters = &slot.counters;
         counters.parks.add(1);
         let parked_at = Instant::now();
+        counters.park_begins(parked_at);
         let mut fired = Fired::default();
         // Asleep as a sibling's guest, our epoll still has to be harvested once on waking.
         let timeout = if self.park_as_guest(timeout) {
@@ -466,9 +467,7 @@ impl Worker {
         self.harvest(slot, timeout, &mut fired);
         let woke_at = Instant::now();
         self.awake_since.set(woke_at);
-        counters
-            .parked_ns
-            .add((woke_at - parked_at).as_nanos() as u64);
+        counters.park_ends(parked_at, woke_at);
         counters.wakeups.add(1);
         slot.park_deadline.store(AWAKE, SeqCst);
         slot.reactor.note_polled(slot.timers.nanos(woke_at));
