@@ -290,9 +290,10 @@ fn log_metrics(rt: &eddy::Runtime, path: &str) {
             .zip(&last.workers)
             .map(|(a, b)| {
                 format!(
-                    "polled {} parks {} io {} steals {} busy {:?}",
+                    "polled {} parks {} (as guest {}) io {} steals {} busy {:?}",
                     a.tasks_polled - b.tasks_polled,
                     a.parks - b.parks,
+                    a.guest_parks - b.guest_parks,
                     a.io_events - b.io_events,
                     a.steal_operations - b.steal_operations,
                     a.busy_time - b.busy_time
