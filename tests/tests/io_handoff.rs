@@ -14,6 +14,7 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use eddy::net::UnixStream;
+use eddy_tests::wait_until;
 
 /// These tests count what workers do, so they run one at a time rather than compete for
 /// the CPUs with each other.
@@ -444,7 +445,11 @@ fn add_reader_callbacks_of_a_guest_still_run() {
     let (_, x_thread, _peers) = sockets_on_one_worker(&rt, 1, Some(on_x));
     let stop = Arc::new(AtomicBool::new(false));
     spin_on_another_worker(&rt, x_thread, stop.clone());
-    std::thread::sleep(Duration::from_millis(20));
+    let guest_parks = || -> u64 { rt.metrics().workers.iter().map(|w| w.guest_parks).sum() };
+    assert!(
+        wait_until(Duration::from_secs(5), || guest_parks() > 0),
+        "the worker never parked as a guest"
+    );
     for _ in 0..100 {
         theirs.write_all(b"ping").unwrap();
         let n = got_rx
@@ -453,6 +458,4 @@ fn add_reader_callbacks_of_a_guest_still_run() {
         assert_eq!(n, 4);
     }
     stop.store(true, Ordering::Relaxed);
-    let guest_parks: u64 = rt.metrics().workers.iter().map(|w| w.guest_parks).sum();
-    assert!(guest_parks > 0, "the worker never parked as a guest");
 }

@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::task::{Context, Poll};
 use std::thread::ThreadId;
@@ -206,6 +206,10 @@ fn spawn_local_rc_future_woken_from_foreign_thread_stays_on_its_worker() {
     with_deadline(Duration::from_secs(60), || {
         let rt = Builder::new().workers(2).build().unwrap();
         let (tx, rx) = async_channel::unbounded::<u64>();
+        // The sender starts once the local task has polled (and found the channel empty), so
+        // at least one wake comes from the foreign thread even if the runtime is slow to start.
+        let started = Arc::new(AtomicBool::new(false));
+        let started_in_task = started.clone();
         let outer = rt.handle().spawn(async move {
             let (local, owner) = {
                 let owner = std::thread::current().id();
@@ -214,6 +218,7 @@ fn spawn_local_rc_future_woken_from_foreign_thread_stays_on_its_worker() {
                 let t2 = threads.clone();
                 let local = eddy::spawn_local(ThreadCheck {
                     inner: Box::pin(async move {
+                        started_in_task.store(true, Ordering::SeqCst);
                         let mut sum = 0;
                         while let Ok(v) = rx.recv().await {
                             seen.set(seen.get() + 1);
@@ -253,6 +258,7 @@ fn spawn_local_rc_future_woken_from_foreign_thread_stays_on_its_worker() {
             })
             .collect();
         let sender = std::thread::spawn(move || {
+            assert!(wait_until(Duration::from_secs(10), || started.load(Ordering::SeqCst)));
             for i in 0..MESSAGES {
                 tx.send_blocking(i).unwrap();
                 if i % 10 == 0 {
