@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eddy::Builder;
 use eddy_tests::{spin_for, wait_until, with_deadline};
@@ -137,7 +137,9 @@ fn injected_tasks_spread_over_workers() {
 const BURST: usize = 32;
 
 /// Spawns a burst of `BURST` tasks from one task while the other worker sleeps; returns, per
-/// task, the thread of its first poll.
+/// task, the thread of its first poll. Each task then yields for 2 ms, so a worker with
+/// tasks of the burst stays busy (as with long-lived tasks; an idle spawner takes back what
+/// it handed to a sibling that is not up yet).
 fn first_polls_of_a_burst(rt: &eddy::Runtime) -> Vec<ThreadId> {
     let first_polls = Arc::new(Mutex::new(Vec::with_capacity(BURST)));
     let polls = first_polls.clone();
@@ -148,6 +150,10 @@ fn first_polls_of_a_burst(rt: &eddy::Runtime) -> Vec<ThreadId> {
                     let polls = polls.clone();
                     eddy::spawn(async move {
                         polls.lock().unwrap().push(std::thread::current().id());
+                        let until = Instant::now() + Duration::from_millis(2);
+                        while Instant::now() < until {
+                            eddy::yield_now().await;
+                        }
                     })
                 })
                 .collect();

@@ -82,7 +82,8 @@ impl WorkerCounters {
     pub(crate) fn park_ends(&self, began: Instant, woke: Instant) {
         self.parked_ns
             .add(woke.saturating_duration_since(began).as_nanos() as u64);
-        self.park_began.store(0, Ordering::Relaxed);
+        // Release: a snapshot that sees the park ended also sees it in `parked_ns`.
+        self.park_began.store(0, Ordering::Release);
     }
 
     /// Time not spent parked up to `now`, never less than an earlier answer.
@@ -91,7 +92,7 @@ impl WorkerCounters {
     /// after counts that park twice; the previous, larger answer stands then.
     fn busy_time(&self, now: Instant) -> Duration {
         let up = now.saturating_duration_since(self.started).as_nanos() as u64;
-        let began = self.park_began.load(Ordering::Relaxed);
+        let began = self.park_began.load(Ordering::Acquire);
         let parking = if began == 0 {
             0
         } else {
@@ -137,7 +138,8 @@ pub struct WorkerMetrics {
     /// Times the heap was rebuilt by the tidy rule (more than 100 entries, more than half
     /// of them cancelled).
     pub timer_heap_rebuilds: usize,
-    /// Jobs in its stealable ready queue.
+    /// Jobs in its stealable ready queue, and jobs a sibling handed it that it has not
+    /// taken yet.
     pub ready_queue_depth: usize,
     /// Time not spent parked since the worker started (a park in progress counts as
     /// parked). Never less than in an earlier snapshot of the same runtime.
@@ -191,7 +193,7 @@ pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
                     timer_heap_size: w.timers.len(),
                     timers_cancelled_in_heap: w.timers.cancelled_count(),
                     timer_heap_rebuilds: w.timers.rebuilds(),
-                    ready_queue_depth: w.stealer.len(),
+                    ready_queue_depth: w.stealer.len() + w.handed.len(),
                     busy_time: c.busy_time(now),
                 }
             })

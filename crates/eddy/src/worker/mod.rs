@@ -7,7 +7,8 @@
 //!    timeout is zero: the worker harvests IO, with one zero-timeout `epoll_wait`, only if it
 //!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long
 //!    job (their timers late by `shared::STUCK_TIMER_GRACE`, IO left for
-//!    `reactor::STUCK_IO_GRACE`), then searches (steal a batch from a random sibling, then
+//!    `reactor::STUCK_IO_GRACE`), takes back a burst share no sibling has taken yet, then
+//!    searches (steal a batch from a random sibling, then
 //!    from the global injector, then take the IO events of awake siblings), and only then
 //!    parks in one `epoll_wait` until its earliest timer, a notification or IO (the monitor
 //!    wakes it for a stuck sibling). A worker with IO sources parks instead as a sibling's
@@ -34,6 +35,7 @@
 pub(crate) mod handoff;
 pub(crate) mod idle;
 pub(crate) mod monitor;
+mod pace;
 mod siblings;
 
 use std::cell::{Cell, RefCell};
@@ -57,16 +59,6 @@ use crate::timer::TimerAction;
 
 /// Jobs between two looks at the global injector (a prime, as in Go and tokio).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
-
-/// How much queued IO-woken work (at this worker's recent pace) calls for a sibling's help
-/// (see `io_backlog_is_surplus`).
-const IO_SURPLUS: Duration = Duration::from_micros(500);
-
-/// The same, by count, until the worker has timed any IO cycle.
-const IO_BACKLOG_UNTIMED: usize = 16;
-
-/// A worker that has not parked for this long is saturated: any backlog is surplus.
-const SATURATED: Duration = Duration::from_millis(5);
 
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
 const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
@@ -107,6 +99,8 @@ pub(crate) struct Worker {
     next_sibling_look: Cell<Instant>,
     /// The sibling that `push_local` woke for surplus work since our last phase 4.
     helper: Cell<Option<usize>>,
+    /// The sibling we last handed part of a burst to (`siblings`), until we are idle.
+    shared_with: Cell<Option<usize>>,
 }
 
 impl Worker {
@@ -133,6 +127,7 @@ impl Worker {
             sibling_progress: RefCell::new(Vec::new()),
             next_sibling_look: Cell::new(Instant::now()),
             helper: Cell::new(None),
+            shared_with: Cell::new(None),
         }
     }
 
@@ -196,8 +191,13 @@ impl Worker {
         let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
             self.poll_io_nonblocking();
-        } else if !self.rescue_stuck_siblings() && !self.find_work() {
+        } else if !self.rescue_stuck_siblings()
+            && !self.reclaim_unclaimed_share()
+            && !self.find_work()
+        {
             self.park(next_timer);
+            // What a sibling handed us while we slept runs in this cycle.
+            self.take_inbox();
         }
 
         // Phase 3: move due timers to the ready queue.
@@ -263,40 +263,6 @@ impl Worker {
         }
     }
 
-    /// Whether the jobs queued here are more than this worker should run alone after an IO
-    /// harvest: more than `IO_SURPLUS` of work at its recent pace, or any backlog once the
-    /// worker has run for `SATURATED` without a park. Waking a sibling costs a wake-up,
-    /// and on a machine with more runnable threads than CPUs (a server beside its clients) a
-    /// scheduler slice (3-4 ms here) for whoever then waits for a CPU; a backlog that this
-    /// worker clears within half a millisecond is not worth that, while a few long jobs, or
-    /// a worker that never gets to rest, are.
-    fn io_backlog_is_surplus(&self) -> bool {
-        let queued = self.ready.len();
-        let pace = self.io_job_ns.get();
-        if pace == 0 {
-            return queued > IO_BACKLOG_UNTIMED;
-        }
-        queued as u64 * pace > IO_SURPLUS.as_nanos() as u64
-            || (queued > 1 && self.awake_since.get().elapsed() >= SATURATED)
-    }
-
-    /// Folds one IO cycle's phase 4 (`jobs` jobs in `took`) into the pace estimate.
-    fn note_io_pace(&self, took: Duration, jobs: usize) {
-        if jobs == 0 {
-            return;
-        }
-        let sample = took.as_nanos() as u64 / jobs as u64;
-        let old = self.io_job_ns.get();
-        // Wall-clock time: a cycle in which the thread was preempted looks slow. One sample
-        // may move the average at most as far as four times its value would.
-        let new = if old == 0 {
-            sample
-        } else {
-            (old * 7 + sample.min(old * 4)) / 8
-        };
-        self.io_job_ns.set(new.max(1));
-    }
-
     /// Wakes the tasks and queues the fd callbacks that IO events asked for.
     ///
     /// Tasks woken by IO are queued here without waking siblings one by one: their sockets
@@ -337,10 +303,8 @@ impl Worker {
     /// the share of a burst that a sibling gave us when it woke us (`siblings`).
     fn take_inbox(&self) {
         let slot = self.slot();
-        while !slot.handed.is_empty() {
-            if let Steal::Empty = slot.handed.steal_batch(&self.ready) {
-                break;
-            }
+        if !slot.handed.is_empty() {
+            self.take_handed(&slot.handed);
         }
         let inbox = &slot.inbox;
         if inbox.is_empty() {

@@ -11,7 +11,8 @@
 //!   allocate (a channel's waiter list, a buffer) would come from this thread's heap,
 //!   interleaved line by line with the memory of the tasks that stay here, and the half
 //!   the sibling then steals would share cache lines with them across CPUs for the rest of
-//!   its life.
+//!   its life. If we run out of work before the sibling is up, we take the share back
+//!   (`reclaim_unclaimed_share`): no job waits on a slow wake-up while a worker idles.
 //!
 //! * **Stealing work** a sibling has queued: half its ready queue, either when we are idle
 //!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose cycle
@@ -33,7 +34,7 @@
 use std::sync::atomic::{self, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
-use crossbeam_deque::Steal;
+use crossbeam_deque::{Injector, Steal};
 
 use super::Worker;
 
@@ -44,8 +45,23 @@ pub(super) const SIBLING_LOOK_INTERVAL: Duration = Duration::from_micros(500);
 /// The smallest ready queue worth splitting with a sibling that is still waking up: below
 /// it, the jobs are likely done here before the sibling runs.
 const BURST_TO_SHARE: usize = 16;
+
+/// The largest: splitting copies the queue once; a longer one is left to the sibling's
+/// stealing, a batch at a time.
+const BURST_SHARE_MAX: usize = 1024;
+
+/// Repeats a steal that lost a race (`Retry`) until it succeeds or finds nothing.
+fn retry(mut steal: impl FnMut() -> Steal<()>) -> bool {
+    loop {
+        match steal() {
+            Steal::Success(()) => return true,
+            Steal::Empty => return false,
+            Steal::Retry => continue,
+        }
+    }
+}
 use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
-use crate::shared::{WorkerSlot, STUCK_TIMER_GRACE};
+use crate::shared::{Job, WorkerSlot, STUCK_TIMER_GRACE};
 
 impl Worker {
     /// Harvests the pollers of siblings that are awake: their events would otherwise wait
@@ -74,42 +90,38 @@ impl Worker {
     /// handed to it and not yet taken. True if anything moved.
     fn steal_batch_from(&self, victim: usize) -> bool {
         let slot = &self.shared.workers[victim];
-        let stealer = &slot.stealer;
-        loop {
-            let before = self.ready.len();
-            match stealer.steal_batch(&self.ready) {
-                Steal::Success(()) => {
-                    let counters = &self.slot().counters;
-                    counters.steal_operations.add(1);
-                    // Approximate: a sibling may be stealing from us at the same time.
-                    let moved = self.ready.len().saturating_sub(before);
-                    counters.stolen_items.add(moved as u64);
-                    return true;
-                }
-                Steal::Retry => continue,
-                Steal::Empty => break,
-            }
+        let before = self.ready.len();
+        let stole = retry(|| slot.stealer.steal_batch(&self.ready))
+            || retry(|| slot.handed.steal_batch(&self.ready));
+        if stole {
+            let counters = &self.slot().counters;
+            counters.steal_operations.add(1);
+            // Approximate: a sibling may be stealing from us at the same time.
+            let moved = self.ready.len().saturating_sub(before);
+            counters.stolen_items.add(moved as u64);
         }
-        loop {
-            match slot.handed.steal_batch(&self.ready) {
-                Steal::Success(()) => return true,
-                Steal::Retry => continue,
-                Steal::Empty => return false,
-            }
-        }
+        stole
+    }
+
+    /// Moves every job of `handed` (ours or a sibling's) to our ready queue.
+    pub(super) fn take_handed(&self, handed: &Injector<Job>) {
+        while retry(|| handed.steal_batch(&self.ready)) {}
     }
 
     /// Start of phase 4: if jobs queued here woke a sibling (`push_local`) that is not up
-    /// yet, and at least `BURST_TO_SHARE` jobs are ready, hands it the newer half of them
-    /// (see the module notes for why). The older half runs here in order, as if the sibling
-    /// had stolen the rest the moment the phase began; phase 4's count is not changed.
+    /// yet, and `BURST_TO_SHARE` to `BURST_SHARE_MAX` jobs are ready, hands it the newer half
+    /// of them (see the module notes for why). The older half runs here in order, as if the
+    /// sibling had stolen the rest the moment the phase began: phase 4's rule holds.
     pub(super) fn share_burst_with_helper(&self) {
         let Some(helper) = self.helper.take() else {
             return;
         };
         let queued = self.ready.len();
         let slot = &self.shared.workers[helper];
-        if queued < BURST_TO_SHARE || !slot.is_parked() || self.shared.is_closed() {
+        if !(BURST_TO_SHARE..=BURST_SHARE_MAX).contains(&queued)
+            || !slot.is_parked()
+            || self.shared.is_closed()
+        {
             return;
         }
         // The deque pops at the front only: take the jobs out and put the older half back.
@@ -127,15 +139,35 @@ impl Worker {
         // last drain would strand these (and leak them: jobs point back to `Shared`).
         atomic::fence(SeqCst);
         if slot.exited.load(SeqCst) {
-            while let Steal::Success(job) = slot.handed.steal() {
-                self.ready.push(job);
-            }
-        } else if slot.is_parked() {
+            self.take_handed(&slot.handed);
+            return;
+        }
+        self.shared_with.set(Some(helper));
+        if slot.is_parked() {
             // Usually still on its way up (then this adds nothing to the pending wake-up);
             // but it may have woken, missed our push, and parked again. Its park checks
             // `handed` after publishing that it parks, we check its park after pushing.
             slot.notify();
         }
+    }
+
+    /// Phase 2, nothing ready: takes back what `share_burst_with_helper` handed to a
+    /// sibling that is still not up. An idle worker does not leave work waiting for a
+    /// sibling's wake-up (20-100 µs, a scheduler slice when the CPUs are oversubscribed), and
+    /// it may not search while the woken sibling counts as the searcher; the share pays off
+    /// only while the older half keeps us busy, as a burst of long-lived tasks does. True if
+    /// anything came back.
+    pub(super) fn reclaim_unclaimed_share(&self) -> bool {
+        let Some(helper) = self.shared_with.take() else {
+            return false;
+        };
+        let slot = &self.shared.workers[helper];
+        if !slot.is_parked() {
+            return false; // It is up and takes them itself.
+        }
+        let before = self.ready.len();
+        self.take_handed(&slot.handed);
+        self.ready.len() > before
     }
 
     /// Busy: the maintenance share of helping, if `SIBLING_LOOK_INTERVAL` has passed since
@@ -240,6 +272,8 @@ impl Worker {
             let jobs = w.counters.tasks_polled.get() + w.counters.callbacks_run.get();
             let stalled = jobs == seen[i];
             seen[i] = jobs;
+            // Not its `handed` queue: a sibling that has just woken has not finished a
+            // cycle since our last look either, and is about to take those itself.
             if i != self.index && stalled && !w.is_parked() && !w.stealer.is_empty() {
                 self.steal_batch_from(i);
             }
