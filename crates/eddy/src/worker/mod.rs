@@ -8,10 +8,10 @@
 //!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long
 //!    job (their timers late by `shared::STUCK_TIMER_GRACE`, IO left for
 //!    `reactor::STUCK_IO_GRACE`), takes back a burst share no sibling has taken yet, then
-//!    searches (steal a batch from a random sibling, then
-//!    from the global injector, then take the IO events of awake siblings), and only then
-//!    parks in one `epoll_wait` until its earliest timer, a notification or IO (the monitor
-//!    wakes it for a stuck sibling). A worker with IO sources parks instead as a sibling's
+//!    searches (steal a batch from a random sibling, then from the global injector, then
+//!    take the IO events of awake siblings), and only then parks in one `epoll_wait` until
+//!    its earliest timer, a notification or IO (the monitor wakes it for a stuck sibling).
+//!    A worker with IO sources parks instead as a sibling's
 //!    guest when it can: its epoll nested in the sibling's, itself asleep on an eventfd,
 //!    so that one awake worker serves the IO of both (`handoff`). With a paused clock the
 //!    last worker to go idle jumps the clock instead of sleeping (`clock`).

@@ -37,6 +37,8 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::{Injector, Steal};
 
 use super::Worker;
+use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
+use crate::shared::{Job, WorkerSlot, STUCK_TIMER_GRACE};
 
 /// How often a busy worker looks after its siblings: well below the graces it serves
 /// (`STUCK_IO_GRACE`, `STUCK_TIMER_GRACE`), far above the time between maintenances.
@@ -60,8 +62,6 @@ fn retry(mut steal: impl FnMut() -> Steal<()>) -> bool {
         }
     }
 }
-use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
-use crate::shared::{Job, WorkerSlot, STUCK_TIMER_GRACE};
 
 impl Worker {
     /// Harvests the pollers of siblings that are awake: their events would otherwise wait
