@@ -4,6 +4,8 @@
 //! * [`with_deadline`]: run a test body on its own thread and fail (instead of hanging) if it
 //!   does not finish in time.
 //! * [`wait_until`], [`spin_for`], [`Rng`]: small timing and randomness utilities.
+//! * [`one_at_a_time`], [`wait_until_all_workers_sleep`]: for tests that count what
+//!   workers do.
 //! * [`ExceptionLog`]: an exception handler that records what it is given.
 //! * [`quiet_expected_panics`]: a panic hook that keeps expected panics out of the output.
 //! * [`Anchors`]: run code on a chosen worker of a runtime.
@@ -13,7 +15,7 @@ use std::future::Future;
 use std::panic::{self, PanicHookInfo};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
 /// Counts drops of the [`DropToken`]s it handed out.
@@ -81,6 +83,25 @@ where
         Ok(r) => r,
         Err(payload) => panic::resume_unwind(payload),
     }
+}
+
+/// Serialises the tests of one test binary that measure where work lands or what workers
+/// do: another test keeping the CPUs busy would decide the outcome instead. Hold the guard
+/// for the whole test.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits up to `limit` until every worker of `rt` is asleep (a park in progress is counted,
+/// its wake-up not yet). True if they all are.
+pub fn wait_until_all_workers_sleep(rt: &eddy::Runtime, limit: Duration) -> bool {
+    wait_until(limit, || {
+        rt.metrics()
+            .workers
+            .iter()
+            .all(|w| w.parks == w.wakeups + 1)
+    })
 }
 
 /// Polls `cond` every millisecond until it holds (true) or `limit` passes (false).

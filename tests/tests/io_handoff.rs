@@ -14,15 +14,8 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use eddy::net::UnixStream;
-use eddy_tests::wait_until;
-
-/// These tests count what workers do, so they run one at a time rather than compete for
-/// the CPUs with each other.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
+// These tests count what workers do, so they run one at a time.
+use eddy_tests::{one_at_a_time, wait_until};
 
 /// The index of the worker running the calling thread ("eddy-worker-N").
 fn worker_index() -> usize {

@@ -14,12 +14,10 @@ use eddy::task::TaskState;
 #[test]
 fn busy_time_leaves_out_the_park_in_progress_and_never_decreases() {
     let rt = eddy::Builder::new().workers(2).build().unwrap();
-    assert!(eddy_tests::wait_until(Duration::from_secs(5), || {
-        rt.metrics()
-            .workers
-            .iter()
-            .all(|w| w.parks == w.wakeups + 1)
-    }));
+    assert!(eddy_tests::wait_until_all_workers_sleep(
+        &rt,
+        Duration::from_secs(5)
+    ));
     let asleep = rt.metrics();
     std::thread::sleep(Duration::from_millis(300));
     let later = rt.metrics();

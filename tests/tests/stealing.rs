@@ -6,20 +6,13 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use eddy::Builder;
-use eddy_tests::{spin_for, wait_until, with_deadline};
+// Each test measures where work lands on a 2-worker runtime: they run one at a time.
+use eddy_tests::{one_at_a_time, spin_for, wait_until_all_workers_sleep, with_deadline};
 
 const JOBS: usize = 10_000;
 const WORK: Duration = Duration::from_micros(50);
 /// Each of the 2 workers must have run at least this many of the 10,000 jobs.
 const MIN_SHARE: usize = 200;
-
-/// The tests of this file run one at a time: each measures where work lands on a 2-worker
-/// runtime, which another test keeping both CPUs busy would decide instead.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn shares(ids: &[ThreadId]) -> Vec<usize> {
     let mut by_thread: HashMap<ThreadId, usize> = HashMap::new();
@@ -181,14 +174,8 @@ fn a_burst_is_shared_with_the_woken_sibling_before_its_first_polls() {
         let rt = Builder::new().workers(2).build().unwrap();
         let mut shared_rounds = 0;
         for _ in 0..20 {
-            // Start with both workers asleep (a park in progress is counted, its wake-up not).
             assert!(
-                wait_until(Duration::from_secs(5), || {
-                    rt.metrics()
-                        .workers
-                        .iter()
-                        .all(|w| w.parks == w.wakeups + 1)
-                }),
+                wait_until_all_workers_sleep(&rt, Duration::from_secs(5)),
                 "the workers did not go to sleep"
             );
             let shares = shares(&first_polls_of_a_burst(&rt));
