@@ -81,19 +81,23 @@ impl fmt::Display for TaskId {
 /// What the runtime knows about a task, inside its header (`raw::Header`). Every field is
 /// paid by every task, and memory per pending task is one of the figures eddy is measured
 /// by: names live in the registry's side table, and the spawn time is a 32-bit reading.
+///
+/// `#[repr(C)]`, cold fields first: with the header's awaiter slot they make the first 48
+/// bytes of every cell, which no poll or wake touches (see `raw::Header`).
+#[repr(C)]
 pub(crate) struct TaskMeta {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) id: TaskId,
-    pub(crate) location: &'static Location<'static>,
     /// This task's place in its registry list (guarded by the registry's shard lock).
     pub(crate) links: registry::Links,
-    /// `coarse_now()` at spawn time in milliseconds, truncated to 32 bits: ages in dumps are
-    /// exact up to 49 days and wrap after that.
-    spawned_at_ms: u32,
+    pub(crate) location: &'static Location<'static>,
+    pub(crate) id: TaskId,
+    pub(crate) shared: Arc<Shared>,
     /// Polls so far; only the poller writes it.
     polls: AtomicU32,
     /// The worker a pinned (`spawn_local`) task belongs to, or `NOT_PINNED`.
     owner: u32,
+    /// `coarse_now()` at spawn time in milliseconds, truncated to 32 bits: ages in dumps are
+    /// exact up to 49 days and wrap after that.
+    spawned_at_ms: u32,
     /// Whether the registry holds a name for this task.
     pub(crate) named: bool,
 }

@@ -79,22 +79,39 @@ pub(crate) struct VTable {
 
 /// The first field of every task allocation (`#[repr(C)]`, so a pointer to the allocation is
 /// a pointer to its header).
+///
+/// # Cold bytes first
+///
+/// The first 48 bytes (the awaiter slot, the registry links, the spawn location and the id)
+/// are touched only at spawn, on completion, by an awaiting `Task` and in dumps; the state
+/// word, the vtable and the poll count, which every wake and poll touch, come after them.
+/// The allocator places cells 16-byte aligned and often side by side, and the cache line
+/// that holds the end of one cell holds up to the first 48 bytes of the next. Were those
+/// hot, two tasks running on two workers would pass that line back and forth on every
+/// poll (measured: 2–3 % of `ping_pong`, docs/benchmarks.md). Aligning cells to cache lines,
+/// as tokio does, would avoid it too, but costs a slow aligned allocation per spawn
+/// (docs/architecture.md, "Why the cell is not aligned to cache lines").
 #[repr(C)]
 pub(crate) struct Header {
-    state: AtomicUsize,
-    vtable: &'static VTable,
     /// The waker of whoever awaits the [`Task`](crate::Task) handle (see `JOIN_WAKER`).
     awaiter: UnsafeCell<Option<Waker>>,
+    /// Cold fields first, then hot ones (see `TaskMeta`).
     pub(crate) meta: TaskMeta,
+    state: AtomicUsize,
+    vtable: &'static VTable,
 }
+
+/// Where the cold prefix ends; checked by a unit test.
+#[cfg(test)]
+pub(crate) const COLD_PREFIX: usize = 48;
 
 impl Header {
     pub(crate) fn new(vtable: &'static VTable, meta: TaskMeta) -> Header {
         Header {
-            state: AtomicUsize::new(INITIAL),
-            vtable,
             awaiter: UnsafeCell::new(None),
             meta,
+            state: AtomicUsize::new(INITIAL),
+            vtable,
         }
     }
 
@@ -615,6 +632,29 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn the_header_stays_88_bytes() {
         assert_eq!(std::mem::size_of::<Header>(), 88);
+    }
+
+    /// What wakes and polls touch lies past the cold prefix, and the prefix is what the
+    /// cold fields fill (see "Cold bytes first" on `Header`).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn wakes_and_polls_touch_nothing_in_the_first_48_bytes() {
+        use std::mem::offset_of;
+        let hot = [
+            offset_of!(Header, state),
+            offset_of!(Header, vtable),
+            offset_of!(Header, meta.shared),
+            offset_of!(Header, meta.polls),
+            offset_of!(Header, meta.owner),
+        ];
+        assert!(
+            hot.iter().all(|&at| at >= COLD_PREFIX),
+            "hot field inside: {hot:?}"
+        );
+        assert_eq!(offset_of!(Header, meta.id) + 8, COLD_PREFIX);
+        assert!(offset_of!(Header, awaiter) < COLD_PREFIX);
+        assert!(offset_of!(Header, meta.links) < COLD_PREFIX);
+        assert!(offset_of!(Header, meta.location) < COLD_PREFIX);
     }
 
     /// The reference count starts above every flag and the initial state holds three.

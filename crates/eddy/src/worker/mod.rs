@@ -560,14 +560,16 @@ impl Worker {
         let start = self.shared.config.debug.then(Instant::now);
         match job {
             Job::Task(runnable) => {
-                let (id, location) = {
+                // Read before the poll, which may free the task; only in debug mode, as the
+                // id and location sit in the cell's cold bytes (`raw::Header`).
+                let named = start.map(|start| {
                     let meta = runnable.meta();
-                    (meta.id, meta.location)
-                };
+                    (start, meta.id, meta.location)
+                });
                 // The task cell contains panics of `poll` and of the future's destructor.
                 self.slot().counters.tasks_polled.add(1);
                 runnable.run();
-                if let Some(start) = start {
+                if let Some((start, id, location)) = named {
                     self.report_if_slow(start, "task", location, Some(id));
                 }
             }
