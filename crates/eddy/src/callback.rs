@@ -1,8 +1,8 @@
 //! Callback cells and the public [`Handle`] / [`TimerHandle`] that cancel them.
 //!
 //! A callback scheduled with `call_soon`, `call_later`, `call_at` or `call_soon_threadsafe` lives
-//! in one heap allocation, a [`CallbackCell`], shared by the ready queue (or timer heap) and the
-//! user's handle. The cell is a tiny state machine:
+//! in one heap allocation, a cell, shared by the ready queue (or timer heap) and the user's
+//! handle through counted [`Callback`] pointers. The cell is a tiny state machine:
 //!
 //! ```text
 //!            run() wins the CAS            the closure has returned (or panicked)
@@ -16,13 +16,22 @@
 //! Invariant: only the thread that moves the state out of `PENDING` ever touches the closure
 //! slot. That is what makes the `UnsafeCell` sound, and what gives "runs at most once" and
 //! "cancelled callbacks never run, their closures are dropped promptly" for free, whichever
-//! threads race. This module is one of the two that contain `unsafe` (the other is
-//! `task::spawn`).
+//! threads race.
+//!
+//! # Why a thin pointer of our own
+//!
+//! A [`Callback`] is one word: the cell starts with an untyped header (reference count, state,
+//! a vtable of the two typed operations, the location and context), so nothing needs the fat
+//! pointer of an `Arc<dyn Trait>`. That keeps a [`Job`](crate::job::Job) one word too, which
+//! is what the ready queue moves on every push and pop (see `job` for what a two-word job
+//! cost). The count and the free mirror `task::raw`'s: `Release` on every drop, `Acquire`
+//! before the free.
 
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::panic::Location;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{self, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,52 +43,117 @@ const RUNNING: u8 = 1;
 const DONE: u8 = 2;
 const CANCELLED: u8 = 3;
 
-/// The type-erased face of a callback cell, as the queues see it.
-pub(crate) trait Callback: Send + Sync + 'static {
-    /// Runs the closure if nobody ran or cancelled it before. A panic propagates to the
-    /// caller (the worker catches it); the cell still ends in `DONE`.
-    fn run(&self);
-    /// Cancels the callback if it is still pending; true if this call cancelled it.
-    fn cancel(&self) -> bool;
-    /// True when the callback was cancelled before it ran.
-    fn cancelled(&self) -> bool;
-    /// Where the callback was scheduled.
-    fn location(&self) -> &'static Location<'static>;
-}
-
-/// One scheduled callback: state, closure slot and the place it was scheduled from.
-pub(crate) struct CallbackCell<F> {
-    state: AtomicU8,
+/// The untyped start of every cell (`#[repr(C)]`, the first field of [`CallbackCell`]).
+#[repr(C)]
+struct Header {
+    refs: AtomicUsize,
+    vtable: &'static VTable,
     location: &'static Location<'static>,
     /// The context variables captured when the callback was scheduled.
     context: Context,
+    state: AtomicU8,
+}
+
+// `Job` keeps its tag in bit 0 of a header's address.
+const _: () = assert!(std::mem::align_of::<Header>() >= 2);
+
+/// The operations that need the closure's type.
+struct VTable {
+    /// Takes the closure out of the slot and runs it inside the cell's context, or only
+    /// drops it. Only the thread that moved the state out of `PENDING` may call it.
+    take: unsafe fn(NonNull<Header>, run: bool),
+    /// Frees the cell, dropping a closure that is still in it.
+    dealloc: unsafe fn(NonNull<Header>),
+}
+
+#[repr(C)]
+struct CallbackCell<F> {
+    header: Header,
     slot: UnsafeCell<Option<F>>,
 }
 
-// SAFETY: the closure slot is only accessed by the single thread that won the CAS out of
-// PENDING (see the module docs), so sharing the cell between threads never gives two threads
-// access to `F` at once; `F: Send` lets that one thread be any thread.
-unsafe impl<F: Send> Sync for CallbackCell<F> {}
-
 impl<F: FnOnce() + Send + 'static> CallbackCell<F> {
-    pub(crate) fn new(f: F, location: &'static Location<'static>) -> Arc<Self> {
-        Arc::new(CallbackCell {
-            state: AtomicU8::new(PENDING),
-            location,
-            context: contextvar::capture(),
-            slot: UnsafeCell::new(Some(f)),
-        })
+    const VTABLE: VTable = VTable {
+        take: Self::take,
+        dealloc: Self::dealloc,
+    };
+
+    /// # Safety
+    ///
+    /// `ptr` is the header of a live `CallbackCell<F>` (true of every call through its vtable), and
+    /// the caller moved the state out of `PENDING`.
+    unsafe fn take(ptr: NonNull<Header>, run: bool) {
+        // SAFETY: the header is the first field of a `#[repr(C)]` cell of this type.
+        let cell = unsafe { ptr.cast::<Self>().as_ref() };
+        // SAFETY: the caller moved the state out of PENDING, so the slot is ours alone
+        // (module invariant).
+        let f = unsafe { (*cell.slot.get()).take() };
+        match f {
+            Some(f) if run => contextvar::run_in(&cell.header.context, f),
+            f => drop(f),
+        }
     }
 
-    fn claim(&self, to: u8) -> bool {
-        self.state
-            .compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
+    /// # Safety
+    ///
+    /// `ptr` is the header of a `CallbackCell<F>` made by `Callback::new`, and its last reference
+    /// is gone.
+    unsafe fn dealloc(ptr: NonNull<Header>) {
+        // SAFETY: the cell was made by `Box::new` in `Callback::new`, nobody can reach it.
+        drop(unsafe { Box::from_raw(ptr.cast::<Self>().as_ptr()) });
     }
 }
 
-impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
-    fn run(&self) {
+/// A counted pointer to one callback cell, as the queues, timer heaps and handles hold it.
+pub(crate) struct Callback {
+    ptr: NonNull<Header>,
+}
+
+// SAFETY: the closure slot is only accessed by the single thread that won the CAS out of
+// PENDING (module invariant), so sharing the cell never gives two threads access to the
+// closure at once, and `Callback::new` requires it to be `Send`, so that thread may be any
+// thread. The rest of the header is atomics, `'static` references and a `Send + Sync`
+// context.
+unsafe impl Send for Callback {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Callback {}
+
+impl Callback {
+    /// A new cell holding `f`, with the current context variables.
+    pub(crate) fn new<F: FnOnce() + Send + 'static>(
+        f: F,
+        location: &'static Location<'static>,
+    ) -> Callback {
+        let cell = Box::new(CallbackCell {
+            header: Header {
+                refs: AtomicUsize::new(1),
+                vtable: &CallbackCell::<F>::VTABLE,
+                location,
+                context: contextvar::capture(),
+                state: AtomicU8::new(PENDING),
+            },
+            slot: UnsafeCell::new(Some(f)),
+        });
+        Callback {
+            ptr: NonNull::from(Box::leak(cell)).cast(),
+        }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: our reference keeps the cell alive.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    fn claim(&self, to: u8) -> bool {
+        self.header()
+            .state
+            .compare_exchange(PENDING, to, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Runs the closure if nobody ran or cancelled it before. A panic propagates to the
+    /// caller (the worker catches it); the cell still ends in `DONE`.
+    pub(crate) fn run(&self) {
         if !self.claim(RUNNING) {
             return;
         }
@@ -90,33 +164,77 @@ impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
                 self.0.store(DONE, Ordering::Release);
             }
         }
-        let _done = Done(&self.state);
-        // This thread just moved the state from PENDING to RUNNING, and no other thread
-        // touches the slot after the state has left PENDING.
-        // SAFETY: so this access to the slot is exclusive.
-        let f = unsafe { (*self.slot.get()).take() };
-        if let Some(f) = f {
-            contextvar::run_in(&self.context, f);
-        }
+        let _done = Done(&self.header().state);
+        // SAFETY: a live cell's own vtable, and this thread just moved the state out of
+        // PENDING.
+        unsafe { (self.header().vtable.take)(self.ptr, true) };
     }
 
-    fn cancel(&self) -> bool {
+    /// Cancels the callback if it is still pending, dropping its closure; true if this call
+    /// cancelled it.
+    pub(crate) fn cancel(&self) -> bool {
         if !self.claim(CANCELLED) {
             return false;
         }
-        // This thread just moved the state from PENDING to CANCELLED.
-        // SAFETY: the slot is exclusively ours (module invariant).
-        let f = unsafe { (*self.slot.get()).take() };
-        drop(f);
+        // SAFETY: as in `run`.
+        unsafe { (self.header().vtable.take)(self.ptr, false) };
         true
     }
 
-    fn cancelled(&self) -> bool {
-        self.state.load(Ordering::Acquire) == CANCELLED
+    /// True when the callback was cancelled before it ran.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.header().state.load(Ordering::Acquire) == CANCELLED
     }
 
-    fn location(&self) -> &'static Location<'static> {
-        self.location
+    /// Where the callback was scheduled.
+    pub(crate) fn location(&self) -> &'static Location<'static> {
+        self.header().location
+    }
+
+    /// The pointer, with this reference in it (for `Job`'s one-word encoding).
+    pub(crate) fn into_raw(self) -> NonNull<()> {
+        std::mem::ManuallyDrop::new(self).ptr.cast()
+    }
+
+    /// Takes back a reference given out by [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and its reference is used only once.
+    pub(crate) unsafe fn from_raw(ptr: NonNull<()>) -> Callback {
+        Callback { ptr: ptr.cast() }
+    }
+}
+
+impl Clone for Callback {
+    fn clone(&self) -> Callback {
+        let old = self.header().refs.fetch_add(1, Ordering::Relaxed);
+        if old > isize::MAX as usize {
+            // Billions of handles: a leak in the program; continuing would wrap the count.
+            std::process::abort();
+        }
+        Callback { ptr: self.ptr }
+    }
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        if self.header().refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // Pairs with the release of every other reference: their uses happen before the free.
+        atomic::fence(Ordering::Acquire);
+        // SAFETY: that was the last reference; the vtable is the cell's own.
+        unsafe { (self.header().vtable.dealloc)(self.ptr) };
+    }
+}
+
+impl fmt::Debug for Callback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callback")
+            .field("location", &self.location())
+            .field("cancelled", &self.cancelled())
+            .finish()
     }
 }
 
@@ -144,7 +262,7 @@ impl<F: FnOnce() + Send + 'static> Callback for CallbackCell<F> {
 /// ```
 #[derive(Clone)]
 pub struct Handle {
-    pub(crate) cell: Arc<dyn Callback>,
+    pub(crate) cell: Callback,
 }
 
 impl Handle {
@@ -193,7 +311,7 @@ impl fmt::Debug for Handle {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct TimerHandle {
-    pub(crate) cell: Arc<dyn Callback>,
+    pub(crate) cell: Callback,
     pub(crate) when: Instant,
     pub(crate) queue: Arc<TimerQueue>,
 }
@@ -248,7 +366,7 @@ mod tests {
     fn runs_once() {
         let n = Arc::new(AtomicUsize::new(0));
         let m = n.clone();
-        let cell = CallbackCell::new(
+        let cell = Callback::new(
             move || {
                 m.fetch_add(1, Ordering::SeqCst);
             },
@@ -265,7 +383,7 @@ mod tests {
     fn cancel_drops_closure_at_once() {
         let drops = Arc::new(AtomicUsize::new(0));
         let guard = DropCount(drops.clone());
-        let cell = CallbackCell::new(move || drop(guard), Location::caller());
+        let cell = Callback::new(move || drop(guard), Location::caller());
         assert!(cell.cancel());
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert!(!cell.cancel(), "second cancel is a no-op");
@@ -275,11 +393,31 @@ mod tests {
 
     #[test]
     fn panicking_closure_still_ends_done() {
-        let cell = CallbackCell::new(|| panic!("x"), Location::caller());
+        let cell = Callback::new(|| panic!("x"), Location::caller());
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.run()));
         assert!(r.is_err());
-        assert_eq!(cell.state.load(Ordering::SeqCst), DONE);
+        assert_eq!(cell.header().state.load(Ordering::SeqCst), DONE);
         assert!(!cell.cancel());
+    }
+
+    #[test]
+    fn dropping_the_last_reference_drops_a_closure_that_never_ran() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = DropCount(drops.clone());
+        let cell = Callback::new(move || drop(guard), Location::caller());
+        let other = cell.clone();
+        drop(cell);
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "a reference is left");
+        drop(other);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_callback_is_one_word() {
+        assert_eq!(
+            std::mem::size_of::<Callback>(),
+            std::mem::size_of::<usize>()
+        );
     }
 
     #[test]
@@ -287,7 +425,7 @@ mod tests {
         for _ in 0..2_000 {
             let n = Arc::new(AtomicUsize::new(0));
             let m = n.clone();
-            let cell = CallbackCell::new(
+            let cell = Callback::new(
                 move || {
                     m.fetch_add(1, Ordering::SeqCst);
                 },

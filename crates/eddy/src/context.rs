@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::callback::{Callback, CallbackCell, Handle, TimerHandle};
+use crate::callback::{Callback, Handle, TimerHandle};
 use crate::shared::{Job, Shared};
 use crate::task::{self, Runnable, Task};
 use crate::timer::TimerAction;
@@ -105,7 +105,7 @@ pub(crate) fn is_worker_of(shared: &Arc<Shared>) -> bool {
 /// Pushes a woken stealable task to this thread's ready queue if this thread is a worker of
 /// the task's runtime; otherwise gives it back.
 pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
-    hand_to_this_worker(runnable, |_, _| true, |w, r| w.push_local(Job::Task(r)))
+    hand_to_this_worker(runnable, |_, _| true, |w, r| w.push_local(Job::from(r)))
 }
 
 /// Pushes a woken pinned task to its owner's queue if this thread is that owner.
@@ -157,25 +157,21 @@ fn with_current_or_panic<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
 // ----- routing shared by the free functions and RuntimeHandle ---------------------------------
 
 /// Queues a callback cell on `shared`: locally if this thread is one of its workers.
-pub(crate) fn submit_callback(shared: &Arc<Shared>, cell: Arc<dyn Callback>) {
+pub(crate) fn submit_callback(shared: &Arc<Shared>, cell: Callback) {
     let cell = with_worker_of(shared, |w| match w {
         Some(w) => {
-            w.push_local(Job::Callback(cell));
+            w.push_local(Job::from(cell));
             None
         }
         None => Some(cell),
     });
     if let Some(cell) = cell {
-        shared.push_remote(Job::Callback(cell));
+        shared.push_remote(Job::from(cell));
     }
 }
 
 /// Schedules a callback cell at `when` on this worker's heap, or on a heap chosen round-robin.
-pub(crate) fn submit_timer(
-    shared: &Arc<Shared>,
-    when: Instant,
-    cell: Arc<dyn Callback>,
-) -> TimerHandle {
+pub(crate) fn submit_timer(shared: &Arc<Shared>, when: Instant, cell: Callback) -> TimerHandle {
     let target = with_worker_of(shared, |w| w.map(Worker::index))
         .unwrap_or_else(|| shared.remote_home_worker());
     let queue = shared.workers[target].timers.clone();
@@ -299,7 +295,7 @@ where
 {
     let location = Location::caller();
     let shared = current_or_panic();
-    let cell: Arc<dyn Callback> = CallbackCell::new(f, location);
+    let cell: Callback = Callback::new(f, location);
     submit_callback(&shared, cell.clone());
     Handle { cell }
 }
@@ -331,7 +327,7 @@ where
 {
     let shared = current_or_panic();
     let when = shared.clock.deadline_after(delay);
-    submit_timer(&shared, when, CallbackCell::new(f, Location::caller()))
+    submit_timer(&shared, when, Callback::new(f, Location::caller()))
 }
 
 /// Schedules `f` to run at `when` (asyncio's `call_at`). A deadline in the past runs in the
@@ -366,7 +362,7 @@ where
     F: FnOnce() + Send + 'static,
 {
     let shared = current_or_panic();
-    submit_timer(&shared, when, CallbackCell::new(f, location))
+    submit_timer(&shared, when, Callback::new(f, location))
 }
 
 /// The loop's clock (asyncio's `loop.time()`): a monotonic [`Instant`], the scale of

@@ -7,7 +7,7 @@ use std::panic::Location;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::callback::{Callback, CallbackCell, Handle, TimerHandle};
+use crate::callback::{Callback, Handle, TimerHandle};
 use crate::context;
 use crate::shared::Shared;
 use crate::task::{self, Task};
@@ -153,7 +153,7 @@ impl RuntimeHandle {
         if self.is_closed() {
             return Err(Closed);
         }
-        let cell: Arc<dyn Callback> = CallbackCell::new(f, Location::caller());
+        let cell: Callback = Callback::new(f, Location::caller());
         context::submit_callback(&self.shared, cell.clone());
         if self.is_closed() && (cell.cancel() || cell.cancelled()) {
             // Lost the race with shutdown and the callback never ran: it is dropped now (or
@@ -224,7 +224,7 @@ impl RuntimeHandle {
         if self.is_closed() {
             return Err(Closed);
         }
-        let timer = context::submit_timer(&self.shared, when, CallbackCell::new(f, location));
+        let timer = context::submit_timer(&self.shared, when, Callback::new(f, location));
         if self.is_closed() {
             // Shutdown may have drained the heaps before our push: cancel it ourselves,
             // unless it already ran (a past deadline), which is then a success.

@@ -52,6 +52,7 @@ mod context;
 mod contextvar;
 mod exception;
 mod handle;
+mod job;
 mod metrics;
 mod notify;
 mod reactor;

@@ -35,10 +35,10 @@ use parking_lot::{Condvar, Mutex};
 use polling::Poller;
 
 use crate::blocking::BlockingPool;
-use crate::callback::Callback;
 use crate::clock::Clock;
 use crate::context;
 use crate::exception::ExceptionHandler;
+pub(crate) use crate::job::Job;
 use crate::metrics::WorkerCounters;
 use crate::reactor::Reactor;
 use crate::task::registry::TaskRegistry;
@@ -55,39 +55,6 @@ pub(crate) const STUCK_TIMER_GRACE: Duration = Duration::from_millis(2);
 
 /// `WorkerSlot::park_deadline` of a worker that is awake.
 pub(crate) const AWAKE: u64 = 0;
-
-/// One unit of work on a ready queue.
-pub(crate) enum Job {
-    /// Poll a task once.
-    Task(Runnable),
-    /// Run a callback (a cancelled one is skipped).
-    Callback(Arc<dyn Callback>),
-}
-
-impl Job {
-    /// Disposes of a job that will never run because the runtime closed: a task is run once
-    /// so that its cell sees the closed runtime and drops the future; a callback is cancelled,
-    /// which drops its closure.
-    pub(crate) fn discard(self) {
-        match self {
-            Job::Task(r) => {
-                r.run();
-            }
-            Job::Callback(c) => {
-                c.cancel();
-            }
-        }
-    }
-}
-
-impl fmt::Debug for Job {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Job::Task(r) => write!(f, "Task({})", r.meta().id),
-            Job::Callback(c) => write!(f, "Callback({})", c.location()),
-        }
-    }
-}
 
 /// Settings fixed at build time.
 #[derive(Debug, Clone)]
@@ -268,6 +235,31 @@ impl Shared {
         }
     }
 
+    /// A runtime with no workers, for unit tests that drive tasks and callbacks by hand (and
+    /// run under Miri, which cannot create a `Poller`).
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Arc<Shared> {
+        let config = Config {
+            debug: false,
+            slow_callback_duration: Duration::from_millis(100),
+            run_shutdown_timeout: Duration::from_secs(1),
+        };
+        let pool = BlockingPool::new(
+            1,
+            Duration::from_secs(1),
+            "t".into(),
+            crate::builder::ThreadHooks::default(),
+        );
+        let clock = Clock::new(Instant::now(), false);
+        Arc::new(Shared::new(
+            Box::new([]),
+            ExceptionHandler::new(None),
+            config,
+            pool,
+            clock,
+        ))
+    }
+
     pub(crate) fn next_task_id(&self) -> u64 {
         self.next_task_id.fetch_add(1, Ordering::Relaxed)
     }
@@ -301,7 +293,7 @@ impl Shared {
             Some(r) => r,
         };
         let shared = runnable.meta().shared.clone();
-        shared.push_remote(Job::Task(runnable));
+        shared.push_remote(Job::from(runnable));
     }
 
     /// Schedule function of pinned tasks: to the owner's queue if we are the owner, else to

@@ -289,14 +289,9 @@ mod tests {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex, MutexGuard};
     use std::task::{Context, Poll, Wake, Waker};
-    use std::time::{Duration, Instant};
 
     use super::{spawn_on, Queue};
-    use crate::blocking::BlockingPool;
-    use crate::builder::ThreadHooks;
-    use crate::clock::Clock;
-    use crate::exception::ExceptionHandler;
-    use crate::shared::{Config, Shared};
+    use crate::shared::Shared;
     use crate::task::{Runnable, Task, TaskError};
 
     static QUEUE: Mutex<VecDeque<Runnable>> = Mutex::new(VecDeque::new());
@@ -316,25 +311,7 @@ mod tests {
     }
 
     fn shared() -> Arc<Shared> {
-        let config = Config {
-            debug: false,
-            slow_callback_duration: Duration::from_millis(100),
-            run_shutdown_timeout: Duration::from_secs(1),
-        };
-        let pool = BlockingPool::new(
-            1,
-            Duration::from_secs(1),
-            "t".into(),
-            ThreadHooks::default(),
-        );
-        let clock = Clock::new(Instant::now(), false);
-        Arc::new(Shared::new(
-            Box::new([]),
-            ExceptionHandler::new(None),
-            config,
-            pool,
-            clock,
-        ))
+        Shared::for_tests()
     }
 
     fn spawn<F>(shared: &Arc<Shared>, future: F) -> Task<F::Output>

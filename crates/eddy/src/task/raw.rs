@@ -101,6 +101,9 @@ pub(crate) struct Header {
     vtable: &'static VTable,
 }
 
+// `Job` keeps its tag in bit 0 of a header's address.
+const _: () = assert!(std::mem::align_of::<Header>() >= 2);
+
 /// Where the cold prefix ends; checked by a unit test.
 #[cfg(test)]
 pub(crate) const COLD_PREFIX: usize = 48;
@@ -334,6 +337,23 @@ impl Runnable {
     /// The caller transfers a reference and the `SCHEDULED` bit it stands for.
     pub(crate) unsafe fn from_ref(ptr: NonNull<Header>) -> Runnable {
         Runnable { ptr }
+    }
+
+    /// The pointer, with this runnable's reference and `SCHEDULED` bit in it (for `Job`'s
+    /// one-word encoding, which keeps a tag in bit 0: see the assertion under `Header`).
+    #[inline]
+    pub(crate) fn into_raw(self) -> NonNull<()> {
+        ManuallyDrop::new(self).ptr.cast()
+    }
+
+    /// Takes back a runnable given out by [`into_raw`](Self::into_raw).
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `into_raw`, and is turned back into a runnable only once.
+    #[inline]
+    pub(crate) unsafe fn from_raw(ptr: NonNull<()>) -> Runnable {
+        Runnable { ptr: ptr.cast() }
     }
 
     /// The task's header.

@@ -14,7 +14,7 @@ use crate::callback::Callback;
 /// What a timer does when it is due.
 pub(crate) enum TimerAction {
     /// A `call_later`/`call_at` callback: becomes a job on the ready queue.
-    Callback(Arc<dyn Callback>),
+    Callback(Callback),
     /// A `sleep`: wakes the task that awaits it.
     Wake(Arc<SleepCell>),
 }

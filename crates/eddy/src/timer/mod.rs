@@ -223,14 +223,14 @@ impl TimerQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callback::{Callback, CallbackCell};
+    use crate::callback::Callback;
     use std::panic::Location;
     use std::sync::Arc;
     use std::sync::Mutex as StdMutex;
 
-    fn cb(log: &Arc<StdMutex<Vec<u32>>>, v: u32) -> Arc<dyn Callback> {
+    fn cb(log: &Arc<StdMutex<Vec<u32>>>, v: u32) -> Callback {
         let log = log.clone();
-        CallbackCell::new(move || log.lock().unwrap().push(v), Location::caller())
+        Callback::new(move || log.lock().unwrap().push(v), Location::caller())
     }
 
     fn fire(actions: Vec<TimerAction>) {
@@ -288,7 +288,7 @@ mod tests {
         ));
     }
 
-    fn schedule_many(q: &TimerQueue, n: usize) -> Vec<Arc<dyn Callback>> {
+    fn schedule_many(q: &TimerQueue, n: usize) -> Vec<Callback> {
         let log = Arc::new(StdMutex::new(Vec::new()));
         (0..n)
             .map(|i| {
@@ -300,7 +300,7 @@ mod tests {
             .collect()
     }
 
-    fn cancel(q: &TimerQueue, c: &Arc<dyn Callback>) {
+    fn cancel(q: &TimerQueue, c: &Callback) {
         if c.cancel() {
             q.note_cancelled();
         }

@@ -48,9 +48,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
 
-use crate::callback::CallbackCell;
+use crate::callback::Callback;
 use crate::context;
 use crate::exception::ExceptionContext;
+use crate::job::Work;
 use crate::reactor::epoll::RawEvents;
 use crate::reactor::Fired;
 use crate::shared::{Job, Shared, WorkerSlot, AWAKE};
@@ -280,8 +281,8 @@ impl Worker {
         }
         for due in fired.callbacks {
             let location = due.location;
-            let cell = CallbackCell::new(move || due.run(), location);
-            self.push_local(Job::Callback(cell));
+            let cell = Callback::new(move || due.run(), location);
+            self.push_local(Job::from(cell));
         }
         self.quiet.set(false);
         if self.io_backlog_is_surplus() && self.shared.idle.should_wake() {
@@ -494,7 +495,7 @@ impl Worker {
         self.slot().counters.timers_fired.add(due.len() as u64);
         for action in due.drain(..) {
             match action {
-                TimerAction::Callback(c) => self.push_local(Job::Callback(c)),
+                TimerAction::Callback(c) => self.push_local(Job::from(c)),
                 TimerAction::Wake(s) => s.fire(),
             }
         }
@@ -515,7 +516,7 @@ impl Worker {
             }
             let job = if pinned_left > 0 && (ready_left == 0 || self.tick.get() % 2 == 0) {
                 pinned_left -= 1;
-                self.pinned.borrow_mut().pop_front().map(Job::Task)
+                self.pinned.borrow_mut().pop_front().map(Job::from)
             } else {
                 ready_left -= 1;
                 // A sibling may have stolen what we counted.
@@ -558,8 +559,8 @@ impl Worker {
 
     fn run_job(&self, job: Job) {
         let start = self.shared.config.debug.then(Instant::now);
-        match job {
-            Job::Task(runnable) => {
+        match job.into_work() {
+            Work::Task(runnable) => {
                 // Read before the poll, which may free the task; only in debug mode, as the
                 // id and location sit in the cell's cold bytes (`raw::Header`).
                 let named = start.map(|start| {
@@ -573,7 +574,7 @@ impl Worker {
                     self.report_if_slow(start, "task", location, Some(id));
                 }
             }
-            Job::Callback(cb) => {
+            Work::Callback(cb) => {
                 if cb.cancelled() {
                     return;
                 }

@@ -1,0 +1,219 @@
+//! [`Job`]: one unit of work on a ready queue (a task to poll once, or a callback to run),
+//! packed into one word.
+//!
+//! # Why one word
+//!
+//! Every poll moves a job through the ready queue twice: the wake pushes it into the
+//! `crossbeam_deque::Worker`, phase 4 pops it. As a two-word enum (a tag and a pointer, or a
+//! fat `Arc<dyn ..>`), the compiler built each job on the stack with two 8-byte stores and
+//! then copied it with one 16-byte load, which the CPU cannot forward from the two stores:
+//! each move stalled until the stores had retired. Profiles of `ping_pong` with one worker put
+//! most of the push and of the pop's caller on those two instructions, and a one-word job made
+//! the whole benchmark about 5 % faster (docs/benchmarks.md, "Why eddy misses").
+//!
+//! # Encoding
+//!
+//! Task headers and callback headers are both aligned to at least 8 bytes, so bit 0 of their
+//! address is free: clear for a task, set for a callback. The pointer carries the reference of
+//! the [`Runnable`] or [`Callback`] it was made from; [`Job::into_work`] gives it back, and
+//! dropping a `Job` drops it (a dropped task runnable cancels the task, as before).
+//!
+//! Who may call: anyone who holds a job; this module is one of the few with `unsafe`, and the
+//! only one that knows the encoding.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+
+use crate::callback::Callback;
+use crate::task::Runnable;
+
+/// Bit 0 of a job's address: set for a callback.
+const CALLBACK_TAG: usize = 1;
+
+/// One unit of work on a ready queue: a [`Runnable`] or a [`Callback`], in one word.
+pub(crate) struct Job(NonNull<()>);
+
+/// What a [`Job`] holds, unpacked.
+pub(crate) enum Work {
+    /// Poll a task once.
+    Task(Runnable),
+    /// Run a callback (a cancelled one is skipped).
+    Callback(Callback),
+}
+
+// SAFETY: a job owns one `Runnable` or one `Callback`, and both are `Send`.
+unsafe impl Send for Job {}
+
+impl Job {
+    /// Unpacks the job, handing its reference to the result.
+    #[inline]
+    pub(crate) fn into_work(self) -> Work {
+        let ptr = ManuallyDrop::new(self).0;
+        if ptr.addr().get() & CALLBACK_TAG == 0 {
+            // SAFETY: an untagged job was made from `Runnable::into_raw` (`From<Runnable>`),
+            // and the `ManuallyDrop` above makes this the only use of its reference.
+            Work::Task(unsafe { Runnable::from_raw(ptr) })
+        } else {
+            // Clearing bit 0 gives back the pointer `Callback::into_raw` returned, with its
+            // provenance (`map_addr`).
+            let untagged = ptr.map_addr(|a| {
+                std::num::NonZeroUsize::new(a.get() & !CALLBACK_TAG).expect("tagged null")
+            });
+            // SAFETY: a tagged job was made from `Callback::into_raw` (`From<Callback>`), and
+            // this is the only use of its reference.
+            Work::Callback(unsafe { Callback::from_raw(untagged) })
+        }
+    }
+
+    /// Disposes of a job that will never run because the runtime closed: a task is run once
+    /// so that its cell sees the closed runtime and drops the future; a callback is cancelled,
+    /// which drops its closure.
+    pub(crate) fn discard(self) {
+        match self.into_work() {
+            Work::Task(r) => r.run(),
+            Work::Callback(c) => {
+                c.cancel();
+            }
+        }
+    }
+}
+
+impl From<Runnable> for Job {
+    #[inline]
+    fn from(runnable: Runnable) -> Job {
+        let ptr = runnable.into_raw();
+        debug_assert_eq!(ptr.addr().get() & CALLBACK_TAG, 0, "task header misaligned");
+        Job(ptr)
+    }
+}
+
+impl From<Callback> for Job {
+    #[inline]
+    fn from(callback: Callback) -> Job {
+        let ptr = callback.into_raw();
+        debug_assert_eq!(ptr.addr().get() & CALLBACK_TAG, 0, "callback misaligned");
+        Job(ptr.map_addr(|a| a | CALLBACK_TAG))
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        drop(Job(self.0).into_work());
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Borrow the contents without giving up the reference.
+        let work = ManuallyDrop::new(Job(self.0).into_work());
+        match &*work {
+            Work::Task(r) => write!(f, "Task({})", r.meta().id),
+            Work::Callback(c) => write!(f, "Callback({})", c.location()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Driven by hand, without workers, so that Miri can run them
+    //! (`cargo +nightly miri test -p eddy --lib job::`).
+
+    use std::future::Future;
+    use std::panic::Location;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll, Waker};
+
+    use super::{Job, Work};
+    use crate::callback::Callback;
+    use crate::shared::Shared;
+    use crate::task::{spawn_on, Queue, Runnable, TaskError};
+
+    static SPAWNED: Mutex<Vec<Runnable>> = Mutex::new(Vec::new());
+
+    struct Keep;
+
+    impl Queue for Keep {
+        fn schedule(runnable: Runnable) {
+            SPAWNED.lock().unwrap().push(runnable);
+        }
+    }
+
+    #[test]
+    fn a_job_is_one_word() {
+        assert_eq!(std::mem::size_of::<Job>(), std::mem::size_of::<usize>());
+        assert_eq!(
+            std::mem::size_of::<Option<Job>>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn a_callback_comes_back_out_and_runs_once() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        let callback = Callback::new(
+            move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            },
+            Location::caller(),
+        );
+        let handle = callback.clone();
+        let job = Job::from(callback);
+        assert!(format!("{job:?}").starts_with("Callback("));
+        match job.into_work() {
+            Work::Callback(c) => c.run(),
+            Work::Task(_) => panic!("a callback job unpacked as a task"),
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert!(!handle.cancel(), "it ran");
+    }
+
+    #[test]
+    fn dropping_a_callback_job_keeps_the_handle_valid_and_never_runs_it() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        let callback = Callback::new(
+            move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            },
+            Location::caller(),
+        );
+        let handle = callback.clone();
+        drop(Job::from(callback));
+        assert!(handle.cancel(), "still pending after the job was dropped");
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(Arc::strong_count(&ran), 1, "cancel dropped the closure");
+    }
+
+    #[test]
+    fn a_task_comes_back_out_and_polls_and_a_dropped_one_is_cancelled() {
+        let shared = Shared::for_tests();
+        let mut done = spawn_on::<_, Keep>(&shared, async { 7 }, Location::caller(), None);
+        let mut dropped = spawn_on::<_, Keep>(&shared, async { 8 }, Location::caller(), None);
+        let (first, second) = {
+            let mut spawned = SPAWNED.lock().unwrap();
+            assert_eq!(spawned.len(), 2);
+            let second = spawned.pop().unwrap();
+            (spawned.pop().unwrap(), second)
+        };
+        let job = Job::from(first);
+        assert!(format!("{job:?}").starts_with("Task("));
+        match job.into_work() {
+            Work::Task(r) => r.run(),
+            Work::Callback(_) => panic!("a task job unpacked as a callback"),
+        }
+        drop(Job::from(second));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(matches!(
+            Pin::new(&mut done).poll(&mut cx),
+            Poll::Ready(Ok(7))
+        ));
+        assert!(matches!(
+            Pin::new(&mut dropped).poll(&mut cx),
+            Poll::Ready(Err(TaskError::Cancelled))
+        ));
+    }
+}
