@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Invariant: only the thread that moves the state out of `PENDING` ever touches the closure
-//! slot. That is what makes the `UnsafeCell` sound, and what gives "runs at most once" and
+//! slot (or, for a callback that never left `PENDING`, the thread that drops the last
+//! reference, which is alone with the cell by then). That is what makes the `UnsafeCell` sound, and what gives "runs at most once" and
 //! "cancelled callbacks never run, their closures are dropped promptly" for free, whichever
 //! threads race.
 //!
@@ -110,13 +111,20 @@ pub(crate) struct Callback {
 }
 
 // SAFETY: the closure slot is only accessed by the single thread that won the CAS out of
-// PENDING (module invariant), so sharing the cell never gives two threads access to the
-// closure at once, and `Callback::new` requires it to be `Send`, so that thread may be any
-// thread. The rest of the header is atomics, `'static` references and a `Send + Sync`
-// context.
+// PENDING, or by the one that freed the cell (module invariant), so sharing the cell never
+// gives two threads access to the closure at once, and `Callback::new` requires it to be
+// `Send`, so that thread may be any thread. The rest of the header is atomics, `'static`
+// references and a `Send + Sync` context (checked below).
 unsafe impl Send for Callback {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Callback {}
+
+// The context is shared by every holder of the cell: it must stay `Send + Sync` for the two
+// impls above to hold.
+const _: fn() = || {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Context>();
+};
 
 impl Callback {
     /// A new cell holding `f`, with the current context variables.
@@ -392,12 +400,27 @@ mod tests {
     }
 
     #[test]
-    fn panicking_closure_still_ends_done() {
-        let cell = Callback::new(|| panic!("x"), Location::caller());
+    fn panicking_closure_still_ends_done_and_is_dropped_once() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = DropCount(drops.clone());
+        let cell = Callback::new(
+            move || {
+                let _guard = guard;
+                panic!("x")
+            },
+            Location::caller(),
+        );
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cell.run()));
         assert!(r.is_err());
         assert_eq!(cell.header().state.load(Ordering::SeqCst), DONE);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "the unwind dropped the closure"
+        );
         assert!(!cell.cancel());
+        drop(cell);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     #[test]

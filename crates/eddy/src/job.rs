@@ -13,8 +13,9 @@
 //!
 //! # Encoding
 //!
-//! Task headers and callback headers are both aligned to at least 8 bytes, so bit 0 of their
-//! address is free: clear for a task, set for a callback. The pointer carries the reference of
+//! Task headers and callback headers are both aligned to at least 2 bytes (asserted at compile
+//! time in `task::raw` and `callback`; 8 on 64-bit targets), so bit 0 of their address is
+//! free: clear for a task, set for a callback. The pointer carries the reference of
 //! the [`Runnable`] or [`Callback`] it was made from; [`Job::into_work`] gives it back, and
 //! dropping a `Job` drops it (a dropped task runnable cancels the task, as before).
 //!
@@ -55,13 +56,12 @@ impl Job {
             // and the `ManuallyDrop` above makes this the only use of its reference.
             Work::Task(unsafe { Runnable::from_raw(ptr) })
         } else {
-            // Clearing bit 0 gives back the pointer `Callback::into_raw` returned, with its
-            // provenance (`map_addr`).
-            let untagged = ptr.map_addr(|a| {
-                std::num::NonZeroUsize::new(a.get() & !CALLBACK_TAG).expect("tagged null")
-            });
-            // SAFETY: a tagged job was made from `Callback::into_raw` (`From<Callback>`), and
-            // this is the only use of its reference.
+            // SAFETY: a tagged job is the start of a callback cell plus `CALLBACK_TAG`
+            // (`From<Callback>`), so stepping back stays inside that allocation, and the result
+            // is the pointer `Callback::into_raw` returned, with its provenance.
+            let untagged = unsafe { ptr.byte_sub(CALLBACK_TAG) };
+            // SAFETY: that pointer came from `Callback::into_raw`, and this is the only use of
+            // its reference.
             Work::Callback(unsafe { Callback::from_raw(untagged) })
         }
     }
@@ -186,6 +186,28 @@ mod tests {
         assert!(handle.cancel(), "still pending after the job was dropped");
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         assert_eq!(Arc::strong_count(&ran), 1, "cancel dropped the closure");
+    }
+
+    #[test]
+    fn dropping_a_callback_job_with_the_last_reference_drops_the_closure_once() {
+        struct DropCount(Arc<AtomicUsize>);
+        impl Drop for DropCount {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let drops = Arc::new(AtomicUsize::new(0));
+        let guard = DropCount(drops.clone());
+        let callback = Callback::new(move || drop(guard), Location::caller());
+        let other = callback.clone();
+        drop(Job::from(callback));
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "a clone still holds the cell"
+        );
+        drop(Job::from(other));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! The typed half of a task cell, and the spawn paths.
 //!
-//! A [`Cell`] is one allocation: the [`Header`] (state word, awaiter, [`TaskMeta`]) followed by
-//! a stage that holds first the running future (with the task's context variables) and then
-//! its output. `raw` decides *when* the stage may be touched; the functions here decide
-//! *what* a poll does:
+//! A [`Cell`] is one allocation: the [`Header`] (awaiter, [`TaskMeta`], state word, vtable)
+//! followed by a stage that holds first the running future (with the task's context
+//! variables) and then its output. `raw` decides *when* the stage may be touched; the
+//! functions here decide *what* a poll does:
 //!
 //! 1. **Cancellation.** If the task was cancelled or the runtime closed, the poll does not
 //!    touch the user's future: it drops it and completes with `Err(TaskError::Cancelled)`.

@@ -1,7 +1,7 @@
 //! Tasks: futures driven by the workers, and the [`Task`] handle that awaits them.
 //!
-//! A task is one allocation of our own (`raw` and `cell`) holding the header (state word,
-//! awaiter, [`TaskMeta`]), then the future and later its output. We used `async-task` until
+//! A task is one allocation of our own (`raw` and `cell`) holding the header (awaiter,
+//! [`TaskMeta`], state word), then the future and later its output. We used `async-task` until
 //! the memory target made us write the cell: see `raw`'s notes and docs/architecture.md.
 //!
 //! Ownership and life cycle:
