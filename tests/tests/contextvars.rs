@@ -115,3 +115,56 @@ fn reset_restores_the_previous_value() {
         assert_eq!(DEPTH.get(), 0);
     });
 }
+
+/// A worker releases the contexts of finished tasks at the end of its cycle, not at once
+/// (eddy::contextvar, "Releasing task contexts in batches"): a value a task set is still
+/// dropped soon after the task finishes, while the worker keeps running, and when the
+/// runtime shuts down.
+#[test]
+fn values_a_finished_task_set_are_dropped_soon_after() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    #[derive(Clone)]
+    struct CountsDrops(Arc<AtomicUsize>);
+    impl Drop for CountsDrops {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    static GUARD: LazyLock<ContextVar<Option<CountsDrops>>> =
+        LazyLock::new(|| ContextVar::new(None));
+
+    let rt = rt();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let counter = CountsDrops(drops.clone());
+    let task = rt.handle().spawn(async move {
+        let _ = GUARD.set(Some(counter));
+    });
+    rt.block_on(task).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The task's context held the only copy.
+    while drops.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "dropped once, within a cycle or two"
+    );
+
+    let drops = Arc::new(AtomicUsize::new(0));
+    let counter = CountsDrops(drops.clone());
+    let pending = rt.handle().spawn(async move {
+        let _ = GUARD.set(Some(counter));
+        std::future::pending::<()>().await
+    });
+    drop(pending);
+    drop(rt);
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        1,
+        "a cancelled task's value, at shutdown"
+    );
+}

@@ -13,6 +13,19 @@
 //! Capturing is an `Arc` clone (nothing at all for an empty context), so spawning with a
 //! context costs one atomic increment; `set` copies the map (copy-on-write), which is cheap
 //! for the handful of variables programs use.
+//!
+//! # Releasing task contexts in batches
+//!
+//! The matching decrement, when a task finishes, was the expensive half: the tasks of one
+//! spawner finish on every worker, so every worker decremented the one counter the spawner
+//! keeps incrementing, and the counter's cache line moved between CPUs at every spawn
+//! (measured: nearly all of the +9–13 % that three context variables added to a spawn). A
+//! worker therefore keeps the contexts of the tasks that finish in a cycle and releases them
+//! when the cycle ends ([`release_later`], [`release_deferred`]): consecutive releases of the
+//! same context become a count, paid in one burst on a cache line the worker then holds.
+//! The values in a context may thus be dropped up to one `_run_once` cycle later than the
+//! last task that used it, always on the same worker. Threads that are not workers release
+//! at once.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -81,6 +94,86 @@ pub(crate) fn run_in<R>(ctx: &Context, f: impl FnOnce() -> R) -> R {
     }
     let _restore = Restore(swap(ctx.clone()));
     f()
+}
+
+/// A worker's deferred releases (see "Releasing task contexts in batches").
+struct Deferred {
+    /// Whether this thread defers (a worker between its first cycle and its exit).
+    on: bool,
+    /// The context released last, still held...
+    held: Context,
+    /// ...and how many more references to it were released since (forgotten `Arc`s).
+    extra: usize,
+}
+
+thread_local! {
+    static DEFERRED: RefCell<Deferred> = const {
+        RefCell::new(Deferred {
+            on: false,
+            held: None,
+            extra: 0,
+        })
+    };
+}
+
+/// Drops `held` and `extra` more references to it.
+fn release(held: Context, extra: usize) {
+    if let Some(held) = held {
+        let ptr = Arc::as_ptr(&held);
+        for _ in 0..extra {
+            // SAFETY: each of the `extra` references was an `Arc` of this same allocation
+            // that `release_later` forgot, so its strong count includes them; `held` keeps one
+            // more until it is dropped below, so no decrement here frees the allocation.
+            unsafe { Arc::decrement_strong_count(ptr) };
+        }
+        drop(held);
+    }
+}
+
+/// Makes this thread defer task-context releases to [`release_deferred`] (`true`: a worker
+/// starting), or stop doing so after releasing what it holds (`false`: a worker exiting).
+pub(crate) fn defer_releases(on: bool) {
+    release_deferred();
+    DEFERRED.with(|d| d.borrow_mut().on = on);
+}
+
+/// Gives up a finished task's context: at the end of this worker's cycle, or at once on
+/// other threads.
+#[inline]
+pub(crate) fn release_later(ctx: Context) {
+    let Some(arc) = ctx else { return };
+    let replaced = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        if !d.on {
+            return Some((Some(arc), 0));
+        }
+        match &d.held {
+            Some(held) if Arc::ptr_eq(held, &arc) => {
+                // Kept as a count; the reference is given up in `release`.
+                std::mem::forget(arc);
+                d.extra += 1;
+                None
+            }
+            _ => {
+                let extra = std::mem::take(&mut d.extra);
+                Some((d.held.replace(arc), extra))
+            }
+        }
+    });
+    // Outside the borrow: dropping a context runs its values' destructors, which may use
+    // context variables.
+    if let Some((held, extra)) = replaced {
+        release(held, extra);
+    }
+}
+
+/// Releases what [`release_later`] deferred on this thread (a worker, at the end of a cycle).
+pub(crate) fn release_deferred() {
+    let (held, extra) = DEFERRED.with(|d| {
+        let mut d = d.borrow_mut();
+        (d.held.take(), std::mem::take(&mut d.extra))
+    });
+    release(held, extra);
 }
 
 static NEXT_VAR: AtomicU64 = AtomicU64::new(1);
@@ -236,6 +329,67 @@ mod tests {
             5,
             "changes inside run_in do not leak into the snapshot"
         );
+    }
+
+    /// A context holding one value, and a handle to watch its count.
+    fn context_with_value() -> (Context, Arc<ContextData>) {
+        let data = Arc::new(ContextData::default().with(u64::MAX, Some(Arc::new(1u8))));
+        (Some(data.clone()), data)
+    }
+
+    #[test]
+    fn a_thread_that_does_not_defer_releases_at_once() {
+        let (ctx, watch) = context_with_value();
+        assert_eq!(Arc::strong_count(&watch), 2);
+        release_later(ctx);
+        assert_eq!(Arc::strong_count(&watch), 1);
+    }
+
+    #[test]
+    fn deferred_releases_of_one_context_are_paid_at_the_end_of_the_cycle() {
+        defer_releases(true);
+        let (first, watch) = context_with_value();
+        for _ in 0..4 {
+            release_later(first.clone());
+        }
+        release_later(first);
+        assert_eq!(Arc::strong_count(&watch), 6, "five releases deferred");
+        release_deferred();
+        assert_eq!(Arc::strong_count(&watch), 1, "all five paid, none twice");
+
+        // A different context pays for the one held before it.
+        let (a, watch_a) = context_with_value();
+        let (b, watch_b) = context_with_value();
+        release_later(a.clone());
+        release_later(a);
+        release_later(b);
+        assert_eq!(Arc::strong_count(&watch_a), 1);
+        assert_eq!(Arc::strong_count(&watch_b), 2);
+        defer_releases(false);
+        assert_eq!(
+            Arc::strong_count(&watch_b),
+            1,
+            "turning deferral off releases"
+        );
+    }
+
+    #[test]
+    fn a_value_whose_destructor_reads_a_context_variable_can_be_released() {
+        static VAR: std::sync::LazyLock<ContextVar<u32>> =
+            std::sync::LazyLock::new(|| ContextVar::new(3));
+        struct ReadsOnDrop(Arc<std::sync::atomic::AtomicU32>);
+        impl Drop for ReadsOnDrop {
+            fn drop(&mut self) {
+                self.0.store(VAR.get(), Ordering::SeqCst);
+            }
+        }
+        let seen = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let value: Value = Arc::new(ReadsOnDrop(seen.clone()));
+        let ctx = Some(Arc::new(ContextData::default().with(u64::MAX, Some(value))));
+        defer_releases(true);
+        release_later(ctx);
+        defer_releases(false);
+        assert_eq!(seen.load(Ordering::SeqCst), 3);
     }
 
     #[test]

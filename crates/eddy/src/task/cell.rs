@@ -141,6 +141,8 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             }
         };
         meta.shared.registry.unregister(ptr);
+        // SAFETY: the stage still holds the running future and its context.
+        contextvar::release_later(unsafe { stage.running.context.take() });
         let dropped = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the stage holds the running future; it is dropped in place, once.
             unsafe { ManuallyDrop::drop(&mut stage.running) }

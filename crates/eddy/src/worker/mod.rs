@@ -50,6 +50,7 @@ use crossbeam_deque::Steal;
 
 use crate::callback::Callback;
 use crate::context;
+use crate::contextvar;
 use crate::exception::ExceptionContext;
 use crate::job::Work;
 use crate::reactor::epoll::RawEvents;
@@ -169,10 +170,12 @@ impl Worker {
     /// The thread's whole life: loop until the runtime closes, then drop what is left.
     pub(crate) fn run_thread(self: Rc<Self>) {
         let _enter = context::enter_worker(self.clone());
+        contextvar::defer_releases(true);
         while !self.shared.is_closed() {
             self.run_once();
         }
         self.drain_on_exit();
+        contextvar::defer_releases(false);
     }
 
     /// One iteration of asyncio's `_run_once`.
@@ -215,6 +218,8 @@ impl Worker {
         if let Some(started) = started {
             self.note_io_pace(started.elapsed(), jobs);
         }
+        // The contexts of the tasks that finished in this cycle, in one go.
+        contextvar::release_deferred();
     }
 
     /// Harvests IO without blocking (one `epoll_wait`), if this worker has IO sources.
