@@ -168,3 +168,54 @@ fn values_a_finished_task_set_are_dropped_soon_after() {
         "a cancelled task's value, at shutdown"
     );
 }
+
+/// A context value whose destructor panics, released by a worker at the end of its cycle:
+/// the exception handler hears of it and the worker goes on serving.
+#[test]
+fn a_panicking_context_value_is_reported_and_the_worker_survives() {
+    use std::sync::{Arc, Mutex};
+
+    struct PanicsOnDrop;
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("context value drop");
+        }
+    }
+    static BOMB: LazyLock<ContextVar<Option<Arc<PanicsOnDrop>>>> =
+        LazyLock::new(|| ContextVar::new(None));
+
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let seen = reports.clone();
+    let rt = eddy::Builder::new()
+        .workers(1)
+        .exception_handler(move |ctx| {
+            seen.lock().unwrap().push((
+                ctx.message().to_string(),
+                ctx.panic_message().map(str::to_string),
+            ))
+        })
+        .build()
+        .unwrap();
+    let task = rt.handle().spawn(async {
+        let _ = BOMB.set(Some(Arc::new(PanicsOnDrop)));
+    });
+    rt.block_on(task).unwrap();
+    // The only worker still runs callbacks after its cycle released the context.
+    let (tx, rx) = mpsc::channel();
+    rt.handle()
+        .call_soon_threadsafe(move || tx.send(()).unwrap())
+        .unwrap();
+    if rx.recv_timeout(Duration::from_secs(5)).is_err() {
+        // Dropping the runtime would wait for the dead worker forever.
+        std::mem::forget(rt);
+        panic!("the worker died releasing a context");
+    }
+    let reports = reports.lock().unwrap();
+    assert!(
+        reports
+            .iter()
+            .any(|(m, p)| m.contains("dropping a task's context")
+                && p.as_deref() == Some("context value drop")),
+        "{reports:?}"
+    );
+}

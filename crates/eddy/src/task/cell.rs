@@ -141,14 +141,22 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             }
         };
         meta.shared.registry.unregister(ptr);
+        // The future first, then its context, as the fields' order would drop them.
         // SAFETY: the stage still holds the running future and its context.
-        contextvar::release_later(unsafe { stage.running.context.take() });
+        let context = unsafe { stage.running.context.take() };
         let dropped = panic::catch_unwind(AssertUnwindSafe(|| {
             // SAFETY: the stage holds the running future; it is dropped in place, once.
             unsafe { ManuallyDrop::drop(&mut stage.running) }
         }));
         if let Err(payload) = dropped {
             meta.report_drop_panic(payload, "a task's future");
+        }
+        // On a worker the release waits for the end of its cycle; elsewhere (or when it pays
+        // for an older context) it may drop values here, whose destructors may panic.
+        if let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| contextvar::release_later(context)))
+        {
+            meta.report_drop_panic(payload, "a task's context");
         }
         stage.output = ManuallyDrop::new(output);
         Poll::Ready(())

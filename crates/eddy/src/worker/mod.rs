@@ -175,6 +175,7 @@ impl Worker {
             self.run_once();
         }
         self.drain_on_exit();
+        self.release_contexts();
         contextvar::defer_releases(false);
     }
 
@@ -218,8 +219,19 @@ impl Worker {
         if let Some(started) = started {
             self.note_io_pace(started.elapsed(), jobs);
         }
-        // The contexts of the tasks that finished in this cycle, in one go.
-        contextvar::release_deferred();
+        self.release_contexts();
+    }
+
+    /// Releases the contexts of the tasks that finished in this cycle, in one go
+    /// (`contextvar`, "Releasing task contexts in batches"). A value's destructor that panics
+    /// goes to the exception handler, as it would have where the task finished.
+    fn release_contexts(&self) {
+        if let Err(payload) = panic::catch_unwind(contextvar::release_deferred) {
+            let ctx = ExceptionContext::new("Exception while dropping a task's context")
+                .with_panic(&*payload);
+            self.shared.handler.call(&ctx);
+            crate::exception::drop_payload(payload);
+        }
     }
 
     /// Harvests IO without blocking (one `epoll_wait`), if this worker has IO sources.
