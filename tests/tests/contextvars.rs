@@ -192,6 +192,7 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
             seen.lock().unwrap().push((
                 ctx.message().to_string(),
                 ctx.panic_message().map(str::to_string),
+                ctx.task_id(),
             ))
         })
         .build()
@@ -210,12 +211,44 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
         std::mem::forget(rt);
         panic!("the worker died releasing a context");
     }
-    let reports = reports.lock().unwrap();
     assert!(
         reports
+            .lock()
+            .unwrap()
             .iter()
-            .any(|(m, p)| m.contains("dropping a task's context")
+            .any(|(m, p, _)| m.contains("dropping a task's context")
                 && p.as_deref() == Some("context value drop")),
-        "{reports:?}"
+        "{:?}",
+        reports.lock().unwrap()
     );
+
+    // Two tasks with different contexts finishing in one cycle: the second pays for the
+    // first's context, inside its own completion. The report must not name the second task.
+    static OTHER: LazyLock<ContextVar<u32>> = LazyLock::new(|| ContextVar::new(0));
+    reports.lock().unwrap().clear();
+    // Spawned by a task on the only worker, both wait in its queue for the same phase 4.
+    let spawner = rt.handle().spawn(async {
+        let first = eddy::spawn(async {
+            let _ = BOMB.set(Some(Arc::new(PanicsOnDrop)));
+        });
+        let second = eddy::spawn(async {
+            let _ = OTHER.set(1);
+        });
+        (first, second)
+    });
+    rt.block_on(async {
+        let (first, second) = spawner.await.unwrap();
+        first.await.unwrap();
+        second.await.unwrap();
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while reports.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let reports = reports.lock().unwrap();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let (message, panic, task) = &reports[0];
+    assert!(message.contains("dropping a task's context"), "{message}");
+    assert_eq!(panic.as_deref(), Some("context value drop"));
+    assert_eq!(*task, None, "which task held the context last is not known");
 }

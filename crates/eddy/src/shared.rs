@@ -275,6 +275,20 @@ impl Shared {
         self.stopping.load(Ordering::Acquire)
     }
 
+    /// Reports a context value whose destructor panicked while a worker released finished
+    /// tasks' contexts (`contextvar::release_later`): which task held it last is not known
+    /// there, so the report names none.
+    pub(crate) fn report_context_drop_panic(&self, payload: Box<dyn std::any::Any + Send>) {
+        let message = if self.is_stopping() {
+            "unhandled error during shutdown: a task's context panicked while being dropped"
+        } else {
+            "Exception while dropping a task's context"
+        };
+        let ctx = crate::exception::ExceptionContext::new(message).with_panic(&*payload);
+        self.handler.call(&ctx);
+        crate::exception::drop_payload(payload);
+    }
+
     /// asyncio.run's `_cancel_all_tasks`: every task, idle or not, stops at its next poll
     /// (its future is dropped), and idle ones are woken to get there.
     pub(crate) fn cancel_all_tasks(&self) {

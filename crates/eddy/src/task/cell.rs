@@ -152,11 +152,12 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             meta.report_drop_panic(payload, "a task's future");
         }
         // On a worker the release waits for the end of its cycle; elsewhere (or when it pays
-        // for an older context) it may drop values here, whose destructors may panic.
+        // for an older context, maybe another task's) it may drop values here, whose
+        // destructors may panic.
         if let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| contextvar::release_later(context)))
         {
-            meta.report_drop_panic(payload, "a task's context");
+            meta.shared.report_context_drop_panic(payload);
         }
         stage.output = ManuallyDrop::new(output);
         Poll::Ready(())

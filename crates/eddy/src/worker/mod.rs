@@ -175,8 +175,10 @@ impl Worker {
             self.run_once();
         }
         self.drain_on_exit();
-        self.release_contexts();
+        // Off first: a destructor run by the last release may finish a task, whose context
+        // must then be released at once, not held until the thread's locals are destroyed.
         contextvar::defer_releases(false);
+        self.release_contexts();
     }
 
     /// One iteration of asyncio's `_run_once`.
@@ -226,11 +228,9 @@ impl Worker {
     /// (`contextvar`, "Releasing task contexts in batches"). A value's destructor that panics
     /// goes to the exception handler, as it would have where the task finished.
     fn release_contexts(&self) {
-        if let Err(payload) = panic::catch_unwind(contextvar::release_deferred) {
-            let ctx = ExceptionContext::new("Exception while dropping a task's context")
-                .with_panic(&*payload);
-            self.shared.handler.call(&ctx);
-            crate::exception::drop_payload(payload);
+        while let Err(payload) = panic::catch_unwind(contextvar::release_deferred) {
+            // What a panic cut short is still held: go on releasing it.
+            self.shared.report_context_drop_panic(payload);
         }
     }
 
