@@ -221,3 +221,76 @@ fn handed_bursts_are_dropped_exactly_once_at_shutdown() {
         }
     });
 }
+
+/// Every 61 jobs a busy worker runs one job from the injector (fairness). When that job
+/// blocks, the jobs left in the worker's ready queue must still be stealable: none may be
+/// held back by the worker, taken out of the queue just before it turned to the injector.
+#[test]
+fn a_blocking_injector_job_strands_none_of_the_ready_queue() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    const LOCAL: usize = 200;
+    let _turn = one_at_a_time();
+    with_deadline(Duration::from_secs(60), || {
+        let rt = Builder::new().workers(2).build().unwrap();
+        let handle = rt.handle();
+        // One worker is held by S, so that the other takes P, then B, below.
+        let (release_s, wait_s) = mpsc::channel::<()>();
+        let s_running = Arc::new(AtomicBool::new(false));
+        let flag = s_running.clone();
+        handle
+            .call_soon_threadsafe(move || {
+                flag.store(true, Ordering::SeqCst);
+                let _ = wait_s.recv();
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !s_running.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(s_running.load(Ordering::SeqCst), "S never ran");
+
+        // P queues LOCAL callbacks on its own worker, then puts B into the injector, so that
+        // B runs from the worker's maintenance within its next 61 jobs.
+        let ran = Arc::new(AtomicUsize::new(0));
+        let b_running = Arc::new(AtomicBool::new(false));
+        let (release_b, wait_b) = mpsc::channel::<()>();
+        let wait_b = Arc::new(Mutex::new(wait_b));
+        let (p_ran, b_flag, p_handle) = (ran.clone(), b_running.clone(), handle.clone());
+        handle
+            .call_soon_threadsafe(move || {
+                for _ in 0..LOCAL {
+                    let ran = p_ran.clone();
+                    eddy::call_soon(move || {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+                std::thread::spawn(move || {
+                    p_handle
+                        .call_soon_threadsafe(move || {
+                            b_flag.store(true, Ordering::SeqCst);
+                            let _ = wait_b.lock().unwrap().recv();
+                        })
+                        .unwrap();
+                })
+                .join()
+                .unwrap();
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !b_running.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(b_running.load(Ordering::SeqCst), "B never ran");
+
+        // Free the other worker: it must steal and run every callback B's worker left.
+        release_s.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ran.load(Ordering::SeqCst) < LOCAL && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let done = ran.load(Ordering::SeqCst);
+        release_b.send(()).unwrap();
+        assert_eq!(done, LOCAL, "callbacks stranded while B blocked its worker");
+    });
+}

@@ -531,6 +531,14 @@ impl Worker {
             if self.shared.is_closed() {
                 return ran;
             }
+            // Before taking our next job, not after: `maintenance` may run a job from the
+            // injector, and one that blocks for long must not strand a job we took out of the
+            // ready queue, where siblings can no longer steal it.
+            let tick = self.tick.get().wrapping_add(1);
+            self.tick.set(tick);
+            if tick % GLOBAL_QUEUE_INTERVAL == 0 {
+                self.maintenance();
+            }
             let job = if pinned_left > 0 && (ready_left == 0 || self.tick.get() % 2 == 0) {
                 pinned_left -= 1;
                 self.pinned.borrow_mut().pop_front().map(Job::from)
@@ -544,11 +552,6 @@ impl Worker {
                 job
             };
             let Some(job) = job else { continue };
-            let tick = self.tick.get().wrapping_add(1);
-            self.tick.set(tick);
-            if tick % GLOBAL_QUEUE_INTERVAL == 0 {
-                self.maintenance();
-            }
             self.run_job(job);
             ran += 1;
             self.wake_guests_if_we_lag();
