@@ -86,8 +86,8 @@ impl<F: FnOnce() + Send + 'static> CallbackCell<F> {
     unsafe fn take(ptr: NonNull<Header>, run: bool) {
         // SAFETY: the header is the first field of a `#[repr(C)]` cell of this type.
         let cell = unsafe { ptr.cast::<Self>().as_ref() };
-        // SAFETY: the caller moved the state out of PENDING, so the slot is ours alone
-        // (module invariant).
+        // The caller moved the state out of PENDING (module invariant).
+        // SAFETY: so the slot is ours alone.
         let f = unsafe { (*cell.slot.get()).take() };
         match f {
             Some(f) if run => contextvar::run_in(&cell.header.context, f),
@@ -173,8 +173,8 @@ impl Callback {
             }
         }
         let _done = Done(&self.header().state);
-        // SAFETY: a live cell's own vtable, and this thread just moved the state out of
-        // PENDING.
+        // This thread just moved the state out of PENDING.
+        // SAFETY: so it may take the slot, through the live cell's own vtable.
         unsafe { (self.header().vtable.take)(self.ptr, true) };
     }
 

@@ -124,9 +124,10 @@ fn release(held: Context, extra: usize) {
     if let Some(held) = held {
         let ptr = Arc::as_ptr(&held);
         for _ in 0..extra {
-            // SAFETY: each of the `extra` references was an `Arc` of this same allocation
-            // that `release_later` forgot, so its strong count includes them; `held` keeps one
-            // more until it is dropped below, so no decrement here frees the allocation.
+            // Each of the `extra` references was an `Arc` of this same allocation that
+            // `release_later` forgot, so its strong count includes them; `held` keeps one more
+            // until it is dropped below.
+            // SAFETY: so this gives up a reference we own, and never frees the allocation.
             unsafe { Arc::decrement_strong_count(ptr) };
         }
         drop(held);

@@ -52,13 +52,14 @@ impl Job {
     pub(crate) fn into_work(self) -> Work {
         let ptr = ManuallyDrop::new(self).0;
         if ptr.addr().get() & CALLBACK_TAG == 0 {
-            // SAFETY: an untagged job was made from `Runnable::into_raw` (`From<Runnable>`),
-            // and the `ManuallyDrop` above makes this the only use of its reference.
+            // An untagged job was made from `Runnable::into_raw` (`From<Runnable>`).
+            // SAFETY: and the `ManuallyDrop` above makes this the only use of its reference.
             Work::Task(unsafe { Runnable::from_raw(ptr) })
         } else {
-            // SAFETY: a tagged job is the start of a callback cell plus `CALLBACK_TAG`
-            // (`From<Callback>`), so stepping back stays inside that allocation, and the result
-            // is the pointer `Callback::into_raw` returned, with its provenance.
+            // A tagged job is the start of a callback cell plus `CALLBACK_TAG`
+            // (`From<Callback>`).
+            // SAFETY: so stepping back stays inside that allocation and gives the pointer
+            // `Callback::into_raw` returned, with its provenance.
             let untagged = unsafe { ptr.byte_sub(CALLBACK_TAG) };
             // SAFETY: that pointer came from `Callback::into_raw`, and this is the only use of
             // its reference.
@@ -141,6 +142,19 @@ mod tests {
         }
     }
 
+    /// A callback that counts its runs, and the count.
+    fn counting_callback() -> (Callback, Arc<AtomicUsize>) {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        let callback = Callback::new(
+            move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+            },
+            Location::caller(),
+        );
+        (callback, ran)
+    }
+
     #[test]
     fn a_job_is_one_word() {
         assert_eq!(std::mem::size_of::<Job>(), std::mem::size_of::<usize>());
@@ -152,14 +166,7 @@ mod tests {
 
     #[test]
     fn a_callback_comes_back_out_and_runs_once() {
-        let ran = Arc::new(AtomicUsize::new(0));
-        let counter = ran.clone();
-        let callback = Callback::new(
-            move || {
-                counter.fetch_add(1, Ordering::SeqCst);
-            },
-            Location::caller(),
-        );
+        let (callback, ran) = counting_callback();
         let handle = callback.clone();
         let job = Job::from(callback);
         assert!(format!("{job:?}").starts_with("Callback("));
@@ -173,14 +180,7 @@ mod tests {
 
     #[test]
     fn dropping_a_callback_job_keeps_the_handle_valid_and_never_runs_it() {
-        let ran = Arc::new(AtomicUsize::new(0));
-        let counter = ran.clone();
-        let callback = Callback::new(
-            move || {
-                counter.fetch_add(1, Ordering::SeqCst);
-            },
-            Location::caller(),
-        );
+        let (callback, ran) = counting_callback();
         let handle = callback.clone();
         drop(Job::from(callback));
         assert!(handle.cancel(), "still pending after the job was dropped");
