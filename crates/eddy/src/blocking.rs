@@ -73,10 +73,11 @@ impl BlockingPool {
         }
     }
 
-    /// Threads running a job right now.
-    pub(crate) fn busy_threads(&self) -> usize {
+    /// True when no job is queued or running (a paused clock may jump only then). A thread
+    /// woken for a job counts as idle until it takes it, so the queue is read too.
+    pub(crate) fn is_idle(&self) -> bool {
         let state = self.state.lock();
-        state.threads - state.idle
+        state.queue.is_empty() && state.threads == state.idle
     }
 
     /// Threads currently alive.
@@ -113,7 +114,7 @@ impl BlockingPool {
                     // `eddy::time()` work inside them, as inside `block_on`.
                     let _guest = crate::context::enter_guest(shared2.clone());
                     let pool = &shared2.blocking;
-                    pool.hooks.wrap(|| pool.run_thread());
+                    pool.hooks.wrap(|| pool.run_thread(&shared2));
                 });
             if let Err(e) = spawned {
                 pool.live.fetch_sub(1, Ordering::Relaxed);
@@ -123,7 +124,7 @@ impl BlockingPool {
         }
     }
 
-    fn run_thread(&self) {
+    fn run_thread(&self, shared: &Shared) {
         let mut state = self.state.lock();
         loop {
             if let Some(job) = state.queue.pop_front() {
@@ -136,6 +137,11 @@ impl BlockingPool {
                 break;
             }
             state.idle += 1;
+            if state.idle == state.threads && shared.clock.is_paused() {
+                // Every worker may already be idle, having declined to jump the clock
+                // because of this job: one of them must look again.
+                shared.workers[0].notify();
+            }
             let timed_out = self.work.wait_for(&mut state, self.keep_alive).timed_out();
             state.idle -= 1;
             if state.notified > 0 {

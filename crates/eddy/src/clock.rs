@@ -11,9 +11,19 @@
 //!
 //! The paused clock is an offset from the instant the runtime was built; it only grows
 //! (`fetch_max`), so concurrent advances never move time backwards.
+//!
+//! A jump is decided from several reads (is every worker parked, is a `block_on` thread
+//! awake, which deadline is earliest) that no lock makes one snapshot. Between them a worker
+//! may wake, fire the timer that was earliest and set a later one: a jump to the deadline
+//! read after that would skip the new timer. So every wake-up of a worker or a `block_on`
+//! thread is counted ([`Clock::note_wake`]), and [`Clock::jump_if_quiet`] moves the clock
+//! only if no wake-up was counted while it decided, checked under the same lock that counts
+//! them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 #[derive(Debug)]
 pub(crate) struct Clock {
@@ -21,6 +31,8 @@ pub(crate) struct Clock {
     paused: bool,
     /// Nanoseconds since `start` (paused clock only).
     offset: AtomicU64,
+    /// Wake-ups of workers and `block_on` threads so far (paused clock only).
+    wakes: Mutex<u64>,
 }
 
 impl Clock {
@@ -29,7 +41,34 @@ impl Clock {
             start,
             paused,
             offset: AtomicU64::new(0),
+            wakes: Mutex::new(0),
         }
+    }
+
+    /// Records that a worker or a `block_on` thread woke up: a jump being decided right now
+    /// must not happen. Call it before the thread touches any timer or runs any job.
+    #[inline]
+    pub(crate) fn note_wake(&self) {
+        if self.paused {
+            *self.wakes.lock() += 1;
+        }
+    }
+
+    /// Paused clock: asks `quiet_until` whether the runtime is idle and, if so, for the
+    /// deadline to jump to; moves the clock there unless something woke up meanwhile. True
+    /// if the clock moved.
+    pub(crate) fn jump_if_quiet(&self, quiet_until: impl FnOnce() -> Option<Instant>) -> bool {
+        debug_assert!(self.paused);
+        let seen = *self.wakes.lock();
+        let Some(to) = quiet_until() else {
+            return false;
+        };
+        let wakes = self.wakes.lock();
+        if *wakes != seen {
+            return false;
+        }
+        self.advance_to(to);
+        true
     }
 
     #[inline]
@@ -91,6 +130,27 @@ mod tests {
         );
         c.advance_to(start + Duration::from_secs(7200));
         assert_eq!(c.now(), start + Duration::from_secs(7200));
+    }
+
+    #[test]
+    fn a_jump_is_dropped_when_something_woke_while_it_was_decided() {
+        let start = Instant::now();
+        let c = Clock::new(start, true);
+        let to = start + Duration::from_secs(60);
+        assert!(!c.jump_if_quiet(|| None), "not quiet: no jump");
+        assert_eq!(c.now(), start);
+        let woke_meanwhile = c.jump_if_quiet(|| {
+            c.note_wake();
+            Some(to)
+        });
+        assert!(!woke_meanwhile);
+        assert_eq!(
+            c.now(),
+            start,
+            "a wake-up during the decision cancels the jump"
+        );
+        assert!(c.jump_if_quiet(|| Some(to)));
+        assert_eq!(c.now(), to);
     }
 
     #[test]

@@ -22,6 +22,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
+use crate::clock::Clock;
 use crate::context;
 use crate::handle::RuntimeHandle;
 use crate::shared::Shared;
@@ -102,10 +103,11 @@ impl Runtime {
             thread: std::thread::current(),
             asleep: AtomicBool::new(false),
             awake_count: self.shared.block_ons_awake.clone(),
+            clock: self.shared.clock.clone(),
         });
         let waker = Waker::from(parker.clone());
         let mut cx = Context::from_waker(&waker);
-        let _awake = AwakeBlockOn::enter(&self.shared.block_ons_awake);
+        let _awake = AwakeBlockOn::enter(&self.shared.block_ons_awake, &self.shared.clock);
         loop {
             if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
                 return out;
@@ -246,6 +248,7 @@ struct ThreadWaker {
     /// Set while the thread is counted out of `block_ons_awake` (about to park or parked).
     asleep: AtomicBool,
     awake_count: Arc<AtomicUsize>,
+    clock: Arc<Clock>,
 }
 
 impl ThreadWaker {
@@ -273,6 +276,7 @@ impl ThreadWaker {
     fn count_in(&self) {
         if self.asleep.swap(false, SeqCst) {
             self.awake_count.fetch_add(1, SeqCst);
+            self.clock.note_wake();
         }
     }
 }
@@ -292,8 +296,9 @@ impl Wake for ThreadWaker {
 struct AwakeBlockOn<'a>(&'a AtomicUsize);
 
 impl<'a> AwakeBlockOn<'a> {
-    fn enter(count: &'a AtomicUsize) -> Self {
+    fn enter(count: &'a AtomicUsize, clock: &Clock) -> Self {
         count.fetch_add(1, SeqCst);
+        clock.note_wake();
         AwakeBlockOn(count)
     }
 }

@@ -169,7 +169,8 @@ pub(crate) struct Shared {
     pub(crate) blocking: BlockingPool,
     pub(crate) handler: ExceptionHandler,
     pub(crate) config: Config,
-    pub(crate) clock: Clock,
+    /// Shared with `block_on` wakers, which count wake-ups for the paused clock.
+    pub(crate) clock: Arc<Clock>,
     /// Serialises `add_reader`/`remove_reader` & co., which look up an fd across workers.
     pub(crate) fd_watch_lock: Mutex<()>,
     /// Serialises IO hand-offs between workers (`worker::handoff`).
@@ -220,7 +221,7 @@ impl Shared {
             blocking,
             handler,
             config,
-            clock,
+            clock: Arc::new(clock),
             fd_watch_lock: Mutex::new(()),
             handoff: Mutex::new(()),
             block_ons_awake: Arc::new(AtomicUsize::new(0)),

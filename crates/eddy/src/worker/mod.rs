@@ -422,6 +422,9 @@ impl Worker {
                 Some(Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK))
             };
             self.wait_for_events(timeout);
+        } else {
+            // Counted as parked until `unpark_self`: a sibling deciding a jump must know.
+            shared.clock.note_wake();
         }
         slot.park_deadline.store(AWAKE, SeqCst);
         if shared.idle.unpark_self(self.index) {
@@ -447,6 +450,7 @@ impl Worker {
             timeout
         };
         self.harvest(slot, timeout, &mut fired);
+        self.shared.clock.note_wake();
         let woke_at = Instant::now();
         self.awake_since.set(woke_at);
         counters.park_ends(parked_at, woke_at);
@@ -456,34 +460,36 @@ impl Worker {
         self.run_fired(fired);
     }
 
-    /// Paused clock: if every worker is idle with nothing queued, no blocking job runs and no
-    /// `block_on` thread is awake, jumps the clock to the earliest timer deadline of any heap and wakes the workers whose
-    /// timers are then due. True if the clock moved (we must not sleep then).
+    /// Paused clock: if every worker is idle with nothing queued, the blocking pool has
+    /// nothing to do and no `block_on` thread is awake, jumps the clock to the earliest timer
+    /// deadline of any heap and wakes the workers whose timers are then due. True if the
+    /// clock moved (we must not sleep then).
     fn auto_advance(&self) -> bool {
         let shared = &*self.shared;
-        let quiet = shared.idle.all_parked()
-            && shared.blocking.busy_threads() == 0
-            && shared.block_ons_awake.load(SeqCst) == 0
-            && shared.injector.is_empty()
-            && shared
+        let mut earliest = u64::MAX;
+        let jumped = shared.clock.jump_if_quiet(|| {
+            let quiet = shared.idle.all_parked()
+                && shared.blocking.is_idle()
+                && shared.block_ons_awake.load(SeqCst) == 0
+                && shared.injector.is_empty()
+                && shared
+                    .workers
+                    .iter()
+                    .all(|w| w.inbox.is_empty() && w.stealer.is_empty() && w.handed.is_empty());
+            if !quiet {
+                return None;
+            }
+            earliest = shared
                 .workers
                 .iter()
-                .all(|w| w.inbox.is_empty() && w.stealer.is_empty() && w.handed.is_empty());
-        if !quiet {
+                .map(|w| w.timers.next_deadline_nanos())
+                .min()
+                .unwrap_or(u64::MAX);
+            (earliest != u64::MAX).then(|| self.slot().timers.instant_of(earliest))
+        });
+        if !jumped {
             return false;
         }
-        let earliest = shared
-            .workers
-            .iter()
-            .map(|w| w.timers.next_deadline_nanos())
-            .min()
-            .unwrap_or(u64::MAX);
-        if earliest == u64::MAX {
-            return false;
-        }
-        shared
-            .clock
-            .advance_to(self.slot().timers.instant_of(earliest));
         for (i, w) in shared.workers.iter().enumerate() {
             if i != self.index && w.timers.next_deadline_nanos() <= earliest {
                 w.notify();
