@@ -1,5 +1,8 @@
 //! Shared helpers for eddy's integration, stress and fault tests (`tests/tests/*.rs`).
 //!
+//! * [`rt`]: a runtime with `n` workers.
+//! * [`PATIENCE`], [`HeldJob`]: synchronise with the runtime instead of sleeping: wait
+//!   generously for what must happen, and hold a worker in a job the test releases.
 //! * [`DropCounter`] / [`DropToken`]: count how many values were dropped.
 //! * [`with_deadline`]: run a test body on its own thread and fail (instead of hanging) if it
 //!   does not finish in time.
@@ -17,6 +20,67 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
+
+/// How long a test waits for something that must happen before it calls it a failure.
+/// Generous on purpose: on a loaded 2-core machine a thread may wait several scheduler
+/// slices for a CPU, and a test must never fail because of that. Nothing waits this long
+/// unless the behaviour under test is broken.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A runtime with `workers` workers and the default settings.
+pub fn rt(workers: usize) -> eddy::Runtime {
+    eddy::Builder::new()
+        .workers(workers)
+        .build()
+        .expect("build a runtime")
+}
+
+/// A job that a test holds on whichever thread runs it: the job reports that it started,
+/// then blocks until the test calls [`release`](HeldJob::release) (or drops the `HeldJob`,
+/// so a failing test never leaves a worker blocked and `drop(runtime)` waiting for it).
+///
+/// ```
+/// let rt = eddy_tests::rt(2);
+/// let (held, job) = eddy_tests::HeldJob::new();
+/// rt.handle().call_soon_threadsafe(job).unwrap();
+/// held.wait_started(); // one worker is now busy, for as long as the test wants
+/// held.release();
+/// ```
+#[derive(Debug)]
+pub struct HeldJob {
+    started: std::sync::mpsc::Receiver<std::thread::ThreadId>,
+    release: Mutex<Option<std::sync::mpsc::Sender<()>>>,
+}
+
+impl HeldJob {
+    /// The handle the test keeps, and the job to hand to the runtime.
+    pub fn new() -> (HeldJob, impl FnOnce() + Send + 'static) {
+        let (started_tx, started) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let job = move || {
+            let _ = started_tx.send(std::thread::current().id());
+            // Returns on `release` or when the test drops its half.
+            let _ = released.recv();
+        };
+        let held = HeldJob {
+            started,
+            release: Mutex::new(Some(release)),
+        };
+        (held, job)
+    }
+
+    /// Waits (up to [`PATIENCE`]) until the job runs; returns the thread that runs it.
+    pub fn wait_started(&self) -> std::thread::ThreadId {
+        self.started
+            .recv_timeout(PATIENCE)
+            .expect("the held job never started")
+    }
+
+    /// Lets the job return.
+    pub fn release(&self) {
+        self.release.lock().unwrap().take();
+    }
+}
 
 /// Counts drops of the [`DropToken`]s it handed out.
 #[derive(Debug, Clone, Default)]
