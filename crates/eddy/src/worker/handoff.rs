@@ -59,6 +59,27 @@ const MIN_GUEST_SLEEP: Duration = Duration::from_millis(1);
 /// How often a host in a long cycle looks whether its guests have IO waiting.
 const GUEST_CHECK_INTERVAL: Duration = Duration::from_micros(250);
 
+/// Whether a park that may last `timeout` is worth taking as a guest.
+fn worth_a_guest_sleep(timeout: Option<Duration>) -> bool {
+    timeout.is_none_or(|t| t >= MIN_GUEST_SLEEP)
+}
+
+/// The sibling to hand our epoll to, from `(index, parked)` of those that can host it: an
+/// awake host serves our events in passing; a parked one is woken by them (then only one
+/// of us wakes per event instead of both). The first awake one, else the first parked one.
+fn choose_host(candidates: impl Iterator<Item = (usize, bool)>) -> Option<usize> {
+    candidates
+        .min_by_key(|&(_, parked)| parked)
+        .map(|(index, _)| index)
+}
+
+/// Whether a host in a long cycle should look at its guests' epolls now (timer-heap
+/// nanoseconds): it has not harvested for `STUCK_IO_GRACE` and its last look is at least
+/// `GUEST_CHECK_INTERVAL` old (`next_check`).
+fn host_lags(now: u64, last_polled: u64, next_check: u64) -> bool {
+    now >= next_check && now.saturating_sub(last_polled) >= STUCK_IO_GRACE.as_nanos() as u64
+}
+
 /// A private wake-up fd: an eventfd that only a guest sleeps on.
 #[derive(Debug)]
 pub(crate) struct ParkFd(OwnedFd);
@@ -106,7 +127,7 @@ impl Worker {
     /// if no sibling can take it (the caller then parks on its own epoll).
     pub(super) fn park_as_guest(&self, timeout: Option<Duration>) -> bool {
         let slot = self.slot();
-        if !slot.reactor.has_sources() || timeout.is_some_and(|t| t < MIN_GUEST_SLEEP) {
+        if !slot.reactor.has_sources() || !worth_a_guest_sleep(timeout) {
             return false;
         }
         let Some(host) = self.hand_off_io() else {
@@ -133,10 +154,7 @@ impl Worker {
             return;
         }
         let now = slot.timers.nanos(Instant::now());
-        let grace = STUCK_IO_GRACE.as_nanos() as u64;
-        if now < self.next_guest_check.get()
-            || now.saturating_sub(slot.reactor.last_polled()) < grace
-        {
+        if !host_lags(now, slot.reactor.last_polled(), self.next_guest_check.get()) {
             return;
         }
         self.next_guest_check
@@ -156,12 +174,15 @@ impl Worker {
         if me.hosted.load(SeqCst) != 0 {
             return None;
         }
-        // An awake host serves our events in passing; a parked one is woken by them (then
-        // only one of us wakes per event instead of both).
-        let candidates = shared.workers.iter().enumerate().filter(|&(i, w)| {
-            i != self.index && w.io_host.load(SeqCst) == NO_HOST && !w.exited.load(SeqCst)
-        });
-        let (host, _) = candidates.min_by_key(|(_, w)| w.is_parked())?;
+        let candidates = shared
+            .workers
+            .iter()
+            .enumerate()
+            .filter(|&(i, w)| {
+                i != self.index && w.io_host.load(SeqCst) == NO_HOST && !w.exited.load(SeqCst)
+            })
+            .map(|(i, w)| (i, w.is_parked()));
+        let host = choose_host(candidates)?;
         let key = epoll::NESTED_KEY_BASE + self.index;
         if epoll::add_nested(&shared.workers[host].poller, &me.poller, key).is_err() {
             return None;
@@ -184,5 +205,40 @@ impl Worker {
         }
         me.io_host.store(NO_HOST, SeqCst);
         shared.workers[host].hosted.fetch_sub(1, SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_parks_stay_on_our_own_epoll() {
+        assert!(worth_a_guest_sleep(None), "a park without a deadline");
+        assert!(worth_a_guest_sleep(Some(MIN_GUEST_SLEEP)));
+        assert!(!worth_a_guest_sleep(Some(
+            MIN_GUEST_SLEEP - Duration::from_nanos(1)
+        )));
+        assert!(!worth_a_guest_sleep(Some(Duration::ZERO)));
+    }
+
+    #[test]
+    fn an_awake_host_is_preferred_to_a_parked_one() {
+        assert_eq!(
+            choose_host([(0, true), (2, false), (3, false)].into_iter()),
+            Some(2)
+        );
+        assert_eq!(choose_host([(1, true), (3, true)].into_iter()), Some(1));
+        assert_eq!(choose_host(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn a_host_looks_at_its_guests_only_when_it_lags_and_not_too_often() {
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        let t = 10 * grace;
+        assert!(host_lags(t, t - grace, t), "harvested a grace ago");
+        assert!(!host_lags(t, t - grace + 1, t), "harvested recently");
+        assert!(!host_lags(t, 0, t + 1), "looked too recently");
+        assert!(host_lags(t, 0, 0));
     }
 }

@@ -58,6 +58,7 @@ use crate::reactor::Fired;
 use crate::shared::{Job, Shared, WorkerSlot, AWAKE};
 use crate::task::{Runnable, TaskId};
 use crate::timer::TimerAction;
+use pace::IoPace;
 
 /// Jobs between two looks at the global injector (a prime, as in Go and tokio).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;
@@ -89,8 +90,8 @@ pub(crate) struct Worker {
     quiet: Cell<bool>,
     /// IO events queued jobs during this cycle (see `stop_searching`).
     queued_io: Cell<bool>,
-    /// Average time of a job in cycles that harvested IO (nanoseconds, moving average).
-    io_job_ns: Cell<u64>,
+    /// The pace of jobs in cycles that harvested IO (`pace`).
+    io_pace: Cell<IoPace>,
     /// When this worker last woke from a park.
     awake_since: Cell<Instant>,
     /// When a host may next look at its guests' epolls (`handoff`; timer-heap nanoseconds).
@@ -123,7 +124,7 @@ impl Worker {
             due: RefCell::new(Vec::new()),
             quiet: Cell::new(false),
             queued_io: Cell::new(false),
-            io_job_ns: Cell::new(0),
+            io_pace: Cell::new(IoPace::default()),
             awake_since: Cell::new(Instant::now()),
             next_guest_check: Cell::new(0),
             sibling_progress: RefCell::new(Vec::new()),
@@ -305,6 +306,22 @@ impl Worker {
         if self.io_backlog_is_surplus() && self.shared.idle.should_wake() {
             self.shared.wake_idle();
         }
+    }
+
+    /// Whether the jobs queued here after an IO harvest are more than this worker should run
+    /// alone (`pace`).
+    fn io_backlog_is_surplus(&self) -> bool {
+        let awake_for = self.awake_since.get().elapsed();
+        self.io_pace
+            .get()
+            .backlog_is_surplus(self.ready.len(), awake_for)
+    }
+
+    /// Folds one IO cycle's phase 4 (`jobs` jobs in `took`) into the pace.
+    fn note_io_pace(&self, took: Duration, jobs: usize) {
+        let mut pace = self.io_pace.get();
+        pace.note(took, jobs);
+        self.io_pace.set(pace);
     }
 
     fn report_wait_error(&self, e: &std::io::Error) {

@@ -52,6 +52,12 @@ const BURST_TO_SHARE: usize = 16;
 /// stealing, a batch at a time.
 const BURST_SHARE_MAX: usize = 1024;
 
+/// Whether `queued` jobs at the start of phase 4 are a burst worth splitting with the
+/// sibling woken for them, which is `still_parked` (not up yet).
+fn should_share_burst(queued: usize, still_parked: bool) -> bool {
+    still_parked && (BURST_TO_SHARE..=BURST_SHARE_MAX).contains(&queued)
+}
+
 /// Repeats a steal that lost a race (`Retry`) until it succeeds or finds nothing.
 fn retry(mut steal: impl FnMut() -> Steal<()>) -> bool {
     loop {
@@ -118,16 +124,14 @@ impl Worker {
         };
         let queued = self.ready.len();
         let slot = &self.shared.workers[helper];
-        if !(BURST_TO_SHARE..=BURST_SHARE_MAX).contains(&queued)
-            || !slot.is_parked()
-            || self.shared.is_closed()
-        {
+        if !should_share_burst(queued, slot.is_parked()) || self.shared.is_closed() {
             return;
         }
         // The deque pops at the front only: take the jobs out and put the older half back.
         let mut jobs: Vec<_> = std::iter::from_fn(|| self.ready.pop())
             .take(queued)
             .collect();
+        // A sibling may have stolen some meanwhile: the newer half of what is left.
         let newer = jobs.split_off(jobs.len() - jobs.len() / 2);
         for job in jobs {
             self.ready.push(job);
@@ -278,5 +282,27 @@ impl Worker {
                 self.steal_batch_from(i);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_burst_is_split_only_while_its_helper_is_still_waking_up() {
+        assert!(should_share_burst(32, true));
+        assert!(
+            !should_share_burst(32, false),
+            "a helper that is up steals for itself"
+        );
+    }
+
+    #[test]
+    fn small_and_huge_bursts_are_not_split() {
+        assert!(!should_share_burst(BURST_TO_SHARE - 1, true));
+        assert!(should_share_burst(BURST_TO_SHARE, true));
+        assert!(should_share_burst(BURST_SHARE_MAX, true));
+        assert!(!should_share_burst(BURST_SHARE_MAX + 1, true));
     }
 }
