@@ -43,7 +43,9 @@ pub struct TaskInfo {
     pub state: TaskState,
     /// How many times its future was polled.
     pub polls: u32,
-    /// Time since it was spawned.
+    /// Time since it was spawned, in whole milliseconds of the kernel's coarse monotonic
+    /// clock (which moves once a scheduler tick, a few milliseconds): cheap enough to
+    /// read on every spawn.
     pub age: Duration,
 }
 

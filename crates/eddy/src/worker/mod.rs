@@ -456,9 +456,11 @@ impl Worker {
     fn wait_for_events(&self, timeout: Option<Duration>) {
         let slot = self.slot();
         let counters = &slot.counters;
-        counters.parks.add(1);
         let parked_at = Instant::now();
+        // Before the count: a snapshot that counts this park also leaves it out of
+        // `busy_time`.
         counters.park_begins(parked_at);
+        counters.parks.add(1);
         let mut fired = Fired::default();
         // Asleep as a sibling's guest, our epoll still has to be harvested once on waking.
         let timeout = if self.park_as_guest(timeout) {
