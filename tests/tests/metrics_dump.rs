@@ -192,10 +192,8 @@ fn age_resolution() -> Duration {
         tv_nsec: 0,
     };
     // SAFETY: `res` is a valid, writable timespec for the duration of the call.
-    assert_eq!(
-        unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) },
-        0
-    );
+    let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut res) };
+    assert_eq!(rc, 0);
     Duration::new(res.tv_sec as u64, res.tv_nsec as u32) + Duration::from_millis(1)
 }
 
