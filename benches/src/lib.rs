@@ -12,6 +12,7 @@
 //! distort the timing benches.
 
 pub mod runtimes;
+pub mod server;
 pub mod util;
 pub mod workloads;
 

@@ -22,12 +22,12 @@
 //! * `epoll`: the practical limit: two threads, each a bare epoll loop over non-blocking
 //!   sockets, connections dealt to them round-robin by the accepting thread.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use eddy_benches::server::{announce, clock_ticks_per_sec, cpu_ticks, exit_with_parent, Server};
 use hdrhistogram::Histogram;
 
 const MSG: usize = 64;
@@ -67,7 +67,7 @@ fn main() -> io::Result<()> {
         if only.is_some_and(|o| o != name) {
             continue;
         }
-        let server = Server::start(name)?;
+        let server = Server::start(&["--serve", name])?;
         for conns in [64, 1] {
             let r = load(server.addr, conns, Duration::from_secs(secs), server.pid())?;
             println!(
@@ -167,68 +167,10 @@ fn load(addr: SocketAddr, conns: usize, dur: Duration, server_pid: u32) -> io::R
     })
 }
 
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> io::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // Fields after the command name (which is in parentheses and may contain spaces).
-    let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = f[11].parse().map_err(io::Error::other)?;
-    let stime: u64 = f[12].parse().map_err(io::Error::other)?;
-    Ok(utime + stime)
-}
-
-fn clock_ticks_per_sec() -> i64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
-}
-
 // ----- the server processes -------------------------------------------------------------------
 
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Server {
-    fn start(name: &str) -> io::Result<Server> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .args(["--serve", name])
-            .stdout(Stdio::piped())
-            .stdin(Stdio::piped())
-            .spawn()?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-        let addr = line
-            .trim()
-            .strip_prefix("LISTENING ")
-            .and_then(|a| a.parse().ok())
-            .ok_or_else(|| io::Error::other(format!("{name} server said {line:?}")))?;
-        Ok(Server { child, addr })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn announce(addr: SocketAddr) {
-    println!("LISTENING {addr}");
-    let _ = io::stdout().flush();
-}
-
 fn serve(name: &str) -> io::Result<()> {
-    // The parent kills us; also exit if it goes away (stdin closes).
-    std::thread::spawn(|| {
-        let mut sink = Vec::new();
-        let _ = io::stdin().read_to_end(&mut sink);
-        std::process::exit(0);
-    });
+    exit_with_parent();
     match name {
         "eddy" => serve_eddy(),
         "tokio" => serve_tokio(),
