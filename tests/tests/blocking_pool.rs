@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use eddy_tests::{rt, wait_until, with_deadline, HeldJob, PATIENCE};
 
+/// A blocking job runs on a blocking thread, not on a worker, and its value is the task's
+/// output.
 #[test]
 fn runs_off_the_workers_and_returns_the_value() {
     let rt = rt(1);
@@ -163,6 +165,7 @@ fn a_panic_is_a_task_error_and_cancel_before_start_skips_the_job() {
     });
 }
 
+/// `max_blocking_threads(0)` is refused when the runtime is built.
 #[test]
 fn zero_blocking_threads_is_invalid() {
     let err = eddy::Builder::new()
@@ -172,6 +175,7 @@ fn zero_blocking_threads_is_invalid() {
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 }
 
+/// Inside a blocking job the runtime is current: it may spawn tasks.
 #[test]
 fn blocking_jobs_can_use_the_runtime() {
     let rt = rt(1);

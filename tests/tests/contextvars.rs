@@ -11,6 +11,8 @@ use eddy_tests::{rt, wait_until, PATIENCE};
 static USER: LazyLock<ContextVar<&'static str>> = LazyLock::new(|| ContextVar::new("nobody"));
 static DEPTH: LazyLock<ContextVar<u32>> = LazyLock::new(|| ContextVar::new(0));
 
+/// A task starts with a copy of its spawner's context: it sees what was set before the
+/// spawn, not after, and its own `set` survives its polls but never reaches the spawner.
 #[test]
 fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
     let rt = rt(2);
@@ -29,6 +31,7 @@ fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
     });
 }
 
+/// 100 tasks that each set the same variable and yield see only their own value.
 #[test]
 fn sibling_tasks_are_isolated() {
     let rt = rt(2);
@@ -51,6 +54,9 @@ fn sibling_tasks_are_isolated() {
     });
 }
 
+/// `call_soon` and `call_later` run in the context of the moment they were scheduled; a
+/// change made inside a callback is discarded after it, and a later change by the scheduler
+/// is not seen by them.
 #[test]
 fn callbacks_run_in_the_context_captured_when_scheduled() {
     let rt = rt(2);
@@ -78,6 +84,8 @@ fn callbacks_run_in_the_context_captured_when_scheduled() {
     );
 }
 
+/// `call_soon_threadsafe` captures the context of the (foreign) thread that calls it, and the
+/// worker that ran the callback keeps nothing of it afterwards.
 #[test]
 fn foreign_thread_callbacks_carry_the_foreign_threads_context() {
     // One worker: the callbacks below all run on the same thread.
@@ -106,6 +114,7 @@ fn foreign_thread_callbacks_carry_the_foreign_threads_context() {
     assert_eq!(after, "nobody");
 }
 
+/// `reset` with a token restores the value from before the matching `set`.
 #[test]
 fn reset_restores_the_previous_value() {
     let rt = rt(2);

@@ -291,6 +291,7 @@ fn interval_delay_restarts_the_schedule() {
     });
 }
 
+/// `interval` refuses a zero period.
 #[test]
 #[should_panic(expected = "non-zero")]
 fn a_zero_period_panics() {

@@ -264,6 +264,25 @@ impl<F: Future> Future for PolledWith<F> {
     }
 }
 
+/// A one-worker runtime on a paused clock, with a blocking job running until the test
+/// releases it: until then no deadline can pass, as the clock jumps only when nothing runs.
+/// The returned task finishes once the job is released.
+fn paused_and_held() -> (
+    eddy::Runtime,
+    HeldJob,
+    eddy::Task<Result<(), eddy::TaskError>>,
+) {
+    let rt = eddy::Builder::new()
+        .workers(1)
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (held, job) = HeldJob::new();
+    let blocker = rt.handle().spawn(async { eddy::spawn_blocking(job).await });
+    held.wait_started();
+    (rt, held, blocker)
+}
+
 /// A `sleep` dropped before its deadline, because the `timeout` around it finished first
 /// (5,000 times), cancels its timer: once its deadline has passed (a sleep with a later
 /// deadline on the same heap has ended), it has woken nobody, and its entry has left the heap.
@@ -272,27 +291,26 @@ fn a_sleep_dropped_with_its_timeout_never_fires() {
     const TIMEOUTS: usize = 5_000;
     const DELAY: Duration = Duration::from_millis(30);
     with_deadline(PATIENCE * 2, || {
-        // One worker, so one heap, and it is busy in the task below from the first poll of
-        // each sleep until its drop: none can fire before it is dropped.
-        let rt = rt(1);
+        let (rt, held, blocker) = paused_and_held();
         let waker = Arc::new(CountingWaker::default());
         let w = waker.clone();
         rt.block_on(rt.handle().spawn(async move {
-            {
-                let waker = Waker::from(w);
-                let mut cx = Context::from_waker(&waker);
-                for _ in 0..TIMEOUTS {
-                    // The first poll registers the sleep (with our waker), the second
-                    // finishes the inner future; the sleep is dropped with the `Timeout`.
-                    let mut t = Box::pin(eddy::time::timeout(DELAY, ReadyOnSecondPoll::default()));
-                    assert!(t.as_mut().poll(&mut cx).is_pending());
-                    assert_eq!(t.as_mut().poll(&mut cx), Poll::Ready(Ok(())));
-                }
+            let waker = Waker::from(w);
+            let mut cx = Context::from_waker(&waker);
+            for _ in 0..TIMEOUTS {
+                // The first poll registers the sleep (with our waker), the second finishes
+                // the inner future; the sleep is dropped with the `Timeout`.
+                let mut t = Box::pin(eddy::time::timeout(DELAY, ReadyOnSecondPoll::default()));
+                assert!(t.as_mut().poll(&mut cx).is_pending());
+                assert_eq!(t.as_mut().poll(&mut cx), Poll::Ready(Ok(())));
             }
-            // Created after every dropped one: its deadline is later than theirs.
-            eddy::time::sleep(DELAY * 2).await;
         }))
         .unwrap();
+
+        // Let the clock jump past every deadline: to this later sleep's, on the same heap.
+        held.release();
+        rt.block_on(blocker).unwrap().unwrap();
+        rt.block_on(async { eddy::time::sleep(DELAY * 2).await });
         assert_eq!(waker.wakes(), 0, "a dropped sleep woke its waker");
         let heap = &rt.metrics().workers[0];
         assert_eq!(
@@ -311,18 +329,9 @@ fn the_sleep_of_a_cancelled_task_never_fires() {
     const TASKS: usize = 100;
     const DELAY: Duration = Duration::from_millis(30);
     with_deadline(PATIENCE * 2, || {
-        // A cancelled task drops its future at its next poll, some loop cycles later. On a
-        // paused clock with a blocking job running, time stands still until the test lets
-        // it jump: no deadline can pass before the drops.
-        let rt = eddy::Builder::new()
-            .workers(1)
-            .start_paused(true)
-            .build()
-            .unwrap();
-        let (held, job) = HeldJob::new();
-        let blocker = rt.handle().spawn(async { eddy::spawn_blocking(job).await });
-        held.wait_started();
-
+        // A cancelled task drops its future at its next poll, some loop cycles later: the
+        // paused clock keeps the deadlines from passing before that.
+        let (rt, held, blocker) = paused_and_held();
         let waker = Arc::new(CountingWaker::default());
         let (polled_tx, polled_rx) = mpsc::channel();
         let sleepers: Vec<_> = (0..TASKS)
