@@ -4,8 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use eddy::Builder;
-use eddy_tests::{with_deadline, DropCounter};
+use eddy_tests::{rt, wait_until, with_deadline, DropCounter, HeldJob, PATIENCE};
 
 /// Each callback schedules the next: a chain of 100,000 `eddy::call_soon` completes, and every
 /// link runs exactly once.
@@ -22,17 +21,16 @@ fn chain_of_100_000_call_soon_completes() {
         }
     }
 
-    with_deadline(Duration::from_secs(60), || {
-        let rt = Builder::new().workers(2).build().unwrap();
+    with_deadline(PATIENCE * 2, || {
+        let rt = rt(2);
         let count = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel();
         let c = count.clone();
         rt.handle()
             .call_soon_threadsafe(move || link(LINKS, c, tx))
             .unwrap();
-        rx.recv_timeout(Duration::from_secs(50))
+        rx.recv_timeout(PATIENCE)
             .expect("the call_soon chain did not complete");
-        std::thread::sleep(Duration::from_millis(20));
         assert_eq!(count.load(Ordering::Relaxed), LINKS);
     });
 }
@@ -41,8 +39,8 @@ fn chain_of_100_000_call_soon_completes() {
 /// whether they were scheduled from a callback or from a task.
 #[test]
 fn call_soon_runs_in_fifo_order_on_one_worker() {
-    with_deadline(Duration::from_secs(30), || {
-        let rt = Builder::new().workers(1).build().unwrap();
+    with_deadline(PATIENCE * 2, || {
+        let rt = rt(1);
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         let l = log.clone();
@@ -55,7 +53,7 @@ fn call_soon_runs_in_fifo_order_on_one_worker() {
                 eddy::call_soon(move || tx.send(()).unwrap());
             })
             .unwrap();
-        rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        rx.recv_timeout(PATIENCE).unwrap();
         assert_eq!(*log.lock().unwrap(), (0..1_000).collect::<Vec<_>>());
 
         // From a task: same order, and the callbacks run after the task's poll returns.
@@ -78,12 +76,14 @@ fn call_soon_runs_in_fifo_order_on_one_worker() {
 }
 
 /// A cancelled callback never runs, its closure is dropped inside `cancel()`, and a second
-/// `cancel()` changes nothing. Cancelling after the callback ran is a no-op.
+/// `cancel()` changes nothing. Cancelling after the callback ran is a no-op. "Never runs" is
+/// checked by a callback scheduled after the cancelled ones on the only worker: in FIFO
+/// order they would have run before it.
 #[test]
 fn cancel_drops_the_closure_at_once_and_twice_is_harmless() {
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE * 2, || {
         // One worker: while it runs a callback, nothing else can run.
-        let rt = Builder::new().workers(1).build().unwrap();
+        let rt = rt(1);
         let drops = DropCounter::new();
         let ran = Arc::new(AtomicUsize::new(0));
         // Cancel from inside the callback that scheduled them: they cannot have run yet.
@@ -101,40 +101,39 @@ fn cancel_drops_the_closure_at_once_and_twice_is_harmless() {
                         r.fetch_add(1, Ordering::SeqCst);
                     }));
                 }
-                let mut counts = Vec::new();
+                // Per handle: cancelled() before, drops right after cancel(), cancelled() after.
+                let mut fates = Vec::new();
                 for h in &handles {
-                    assert!(!h.cancelled());
+                    let before = h.cancelled();
                     h.cancel();
-                    counts.push(d.count());
-                    assert!(h.cancelled());
+                    fates.push((before, d.count(), h.cancelled()));
                 }
                 // Twice.
                 for h in &handles {
                     h.cancel();
-                    assert!(h.cancelled());
                 }
-                tx.send((counts, d.count())).unwrap();
+                let after_twice = (d.count(), handles.iter().all(|h| h.cancelled()));
+                eddy::call_soon(move || {
+                    tx.send((fates, after_twice, r.load(Ordering::SeqCst)))
+                        .unwrap()
+                });
             })
             .unwrap();
-        let (counts, after_twice) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-        // The n-th cancel dropped the n-th closure right away.
-        assert_eq!(counts, (1..=100).collect::<Vec<_>>());
-        assert_eq!(after_twice, 100);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(ran.load(Ordering::SeqCst), 0, "a cancelled callback ran");
+        let (fates, after_twice, ran_before) = rx.recv_timeout(PATIENCE).unwrap();
+        assert_eq!(ran_before, 0, "a cancelled callback ran");
+        for (n, &(before, dropped, after)) in fates.iter().enumerate() {
+            assert!(!before && after, "cancelled() of handle {n}");
+            // The n-th cancel dropped the n-th closure right away.
+            assert_eq!(dropped, n + 1, "the closure was not dropped by cancel()");
+        }
+        assert_eq!(after_twice, (100, true), "after a second cancel()");
         assert_eq!(drops.count(), 100);
 
         // Cancelled from a foreign thread through a threadsafe handle, likewise (the only
-        // worker is held in a callback meanwhile).
-        let (tx, rx) = mpsc::channel::<()>();
-        let (held_tx, held_rx) = mpsc::channel();
-        rt.handle()
-            .call_soon_threadsafe(move || {
-                held_tx.send(()).unwrap();
-                let _ = rx.recv_timeout(Duration::from_secs(5));
-            })
-            .unwrap();
-        held_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        // worker is held meanwhile, so it cannot have started).
+        let (held, job) = HeldJob::new();
+        rt.handle().call_soon_threadsafe(job).unwrap();
+        held.wait_started();
         let token = drops.token();
         let r = ran.clone();
         let h = rt
@@ -145,83 +144,99 @@ fn cancel_drops_the_closure_at_once_and_twice_is_harmless() {
             })
             .unwrap();
         h.cancel();
+        assert!(h.cancelled());
         assert_eq!(drops.count(), 101);
         h.cancel();
         assert_eq!(drops.count(), 101);
-        drop(tx);
+        held.release();
 
-        // After it ran, cancel does nothing and `cancelled()` stays false.
+        // Once it has started (here: it has run), cancel does nothing and `cancelled()` stays
+        // false. It was scheduled after the cancelled one, and ran after it would have.
         let (tx, rx) = mpsc::channel();
+        let r = ran.clone();
         let h = rt
             .handle()
-            .call_soon_threadsafe(move || tx.send(()).unwrap())
+            .call_soon_threadsafe(move || tx.send(r.load(Ordering::SeqCst)).unwrap())
             .unwrap();
-        rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        std::thread::sleep(Duration::from_millis(10));
+        let ran_before = rx.recv_timeout(PATIENCE).unwrap();
         h.cancel();
         assert!(!h.cancelled());
-        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(ran_before, 0, "a cancelled callback ran");
     });
 }
 
-/// Cancelling from another thread while the callback may be starting: the callback runs at
-/// most once, and `cancelled()` is true exactly when it did not run (many iterations).
+/// Cancelling from another thread while the callback may be starting (5,000 times, through
+/// `call_soon_threadsafe` and `call_at`). Whichever wins, each callback's fate matches what
+/// its handle says: cancelled, its closure was dropped by `cancel()` and it never runs; not
+/// cancelled, it runs exactly once. Checked at once, and again for all of them after the
+/// runtime has shut down, when nothing queued can run any more.
 #[test]
 fn cancel_racing_with_run_is_consistent() {
-    with_deadline(Duration::from_secs(60), || {
-        let rt = Builder::new().workers(2).build().unwrap();
+    const ROUNDS: u32 = 5_000;
+    with_deadline(PATIENCE * 2, || {
+        let rt = rt(2);
         let handle = rt.handle();
+        let mut fates = Vec::with_capacity(ROUNDS as usize);
         let mut outcomes = [0usize; 2];
-        for i in 0..5_000u32 {
+        for i in 0..ROUNDS {
             let ran = Arc::new(AtomicUsize::new(0));
             let r = ran.clone();
             let drops = DropCounter::new();
             let token = drops.token();
-            let h = if i % 2 == 0 {
-                let h = handle
-                    .call_soon_threadsafe(move || {
-                        token.touch();
-                        r.fetch_add(1, Ordering::SeqCst);
-                    })
-                    .unwrap();
+            let callback = move || {
+                token.touch();
+                r.fetch_add(1, Ordering::SeqCst);
+            };
+            let cancelled: Box<dyn Fn() -> bool> = if i % 2 == 0 {
+                let h = handle.call_soon_threadsafe(callback).unwrap();
                 let c = h.clone();
                 std::thread::spawn(move || c.cancel()).join().unwrap();
-                Box::new(move || h.cancelled()) as Box<dyn Fn() -> bool>
+                Box::new(move || h.cancelled())
             } else {
-                let h = handle
-                    .call_at(eddy::time(), move || {
-                        token.touch();
-                        r.fetch_add(1, Ordering::SeqCst);
-                    })
-                    .unwrap();
+                let h = handle.call_at(eddy::time(), callback).unwrap();
                 for _ in 0..(i % 7) * 20 {
                     std::hint::spin_loop();
                 }
                 h.cancel();
-                Box::new(move || h.cancelled()) as Box<dyn Fn() -> bool>
+                Box::new(move || h.cancelled())
             };
-            // Either it was cancelled (then its closure is gone already), or it ran or will.
-            let cancelled = h();
-            if cancelled {
-                assert_eq!(drops.count(), 1, "iteration {i}: cancelled but not dropped");
+            let was_cancelled = cancelled();
+            if was_cancelled {
+                assert_eq!(drops.count(), 1, "round {i}: cancelled but not dropped");
             } else {
+                // The run won: it has started and finishes.
                 assert!(
-                    eddy_tests::wait_until(Duration::from_secs(5), || ran.load(Ordering::SeqCst)
-                        == 1),
-                    "iteration {i}: neither cancelled nor run"
+                    wait_until(PATIENCE, || ran.load(Ordering::SeqCst) == 1),
+                    "round {i}: neither cancelled nor run"
                 );
             }
-            assert_eq!(h(), cancelled, "iteration {i}: cancelled() changed");
             let runs = ran.load(Ordering::SeqCst);
             assert_eq!(
                 runs,
-                usize::from(!cancelled),
-                "iteration {i}: ran {runs} times, cancelled={cancelled}"
+                usize::from(!was_cancelled),
+                "round {i}: ran {runs} times, cancelled={was_cancelled}"
             );
-            outcomes[usize::from(cancelled)] += 1;
+            outcomes[usize::from(was_cancelled)] += 1;
+            fates.push((was_cancelled, cancelled, ran, drops));
         }
-        // Both outcomes are expected to happen; print them for the record.
-        eprintln!("ran: {}, cancelled: {}", outcomes[0], outcomes[1]);
+        drop(rt);
+        for (i, (was_cancelled, cancelled, ran, drops)) in fates.into_iter().enumerate() {
+            assert_eq!(cancelled(), was_cancelled, "round {i}: cancelled() changed");
+            assert_eq!(
+                ran.load(Ordering::SeqCst),
+                usize::from(!was_cancelled),
+                "round {i}: cancelled={was_cancelled}, and a late run"
+            );
+            assert_eq!(
+                drops.count(),
+                1,
+                "round {i}: the closure is not dropped once"
+            );
+        }
+        eprintln!(
+            "ran first: {}, cancelled first: {}",
+            outcomes[0], outcomes[1]
+        );
     });
 }
 
@@ -229,8 +244,8 @@ fn cancel_racing_with_run_is_consistent() {
 /// nothing: it completes, and `cancelled()` stays false.
 #[test]
 fn cancel_while_running_is_a_no_op() {
-    with_deadline(Duration::from_secs(30), || {
-        let rt = Builder::new().workers(2).build().unwrap();
+    with_deadline(PATIENCE * 2, || {
+        let rt = rt(2);
         let (started_tx, started_rx) = mpsc::channel();
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let (done_tx, done_rx) = mpsc::channel();
@@ -242,12 +257,12 @@ fn cancel_while_running_is_a_no_op() {
                 done_tx.send(()).unwrap();
             })
             .unwrap();
-        started_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        started_rx.recv_timeout(PATIENCE).unwrap();
         h.cancel();
         h.cancel();
         assert!(!h.cancelled());
         go_tx.send(()).unwrap();
-        done_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        done_rx.recv_timeout(PATIENCE).unwrap();
         assert!(!h.cancelled());
     });
 }
@@ -255,7 +270,7 @@ fn cancel_while_running_is_a_no_op() {
 /// `Handle::location` is where `call_soon` / `call_soon_threadsafe` was called.
 #[test]
 fn handles_know_where_they_were_scheduled() {
-    let rt = Builder::new().workers(1).build().unwrap();
+    let rt = rt(1);
     let line = line!() + 1;
     let h = rt.handle().call_soon_threadsafe(|| ()).unwrap();
     assert_eq!(h.location().file(), file!());

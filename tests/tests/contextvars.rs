@@ -6,17 +6,16 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use eddy::ContextVar;
+use eddy_tests::{rt, wait_until, PATIENCE};
 
 static USER: LazyLock<ContextVar<&'static str>> = LazyLock::new(|| ContextVar::new("nobody"));
 static DEPTH: LazyLock<ContextVar<u32>> = LazyLock::new(|| ContextVar::new(0));
 
-fn rt() -> eddy::Runtime {
-    eddy::Builder::new().workers(2).build().unwrap()
-}
-
+/// A task starts with a copy of its spawner's context: it sees what was set before the
+/// spawn, not after, and its own `set` survives its polls but never reaches the spawner.
 #[test]
 fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
-    let rt = rt();
+    let rt = rt(2);
     rt.block_on(async {
         let _ = USER.set("alice");
         let child = eddy::spawn(async {
@@ -32,9 +31,10 @@ fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
     });
 }
 
+/// 100 tasks that each set the same variable and yield see only their own value.
 #[test]
 fn sibling_tasks_are_isolated() {
-    let rt = rt();
+    let rt = rt(2);
     rt.block_on(async {
         let tasks: Vec<_> = (0..100u32)
             .map(|i| {
@@ -54,27 +54,29 @@ fn sibling_tasks_are_isolated() {
     });
 }
 
+/// `call_soon` and `call_later` run in the context of the moment they were scheduled; a
+/// change made inside a callback is discarded after it, and a later change by the scheduler
+/// is not seen by them.
 #[test]
 fn callbacks_run_in_the_context_captured_when_scheduled() {
-    let rt = rt();
-    let (tx, rx) = mpsc::channel();
-    rt.block_on(async move {
+    let rt = rt(2);
+    let mut got = rt.block_on(async move {
+        let (tx, rx) = async_channel::unbounded();
         let _ = USER.set("scheduler");
         let tx2 = tx.clone();
         eddy::call_soon(move || {
             let seen = USER.get();
             let _ = USER.set("changed inside"); // discarded after the callback
-            tx2.send(("call_soon", seen)).unwrap();
+            tx2.try_send(("call_soon", seen)).unwrap();
         });
-        let tx3 = tx.clone();
         eddy::call_later(Duration::from_millis(5), move || {
-            tx3.send(("call_later", USER.get())).unwrap();
+            tx.try_send(("call_later", USER.get())).unwrap();
         });
         let _ = USER.set("later value");
-        eddy::time::sleep(Duration::from_millis(30)).await;
+        let got = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
         assert_eq!(USER.get(), "later value");
+        got
     });
-    let mut got: Vec<_> = rx.try_iter().collect();
     got.sort();
     assert_eq!(
         got,
@@ -82,9 +84,12 @@ fn callbacks_run_in_the_context_captured_when_scheduled() {
     );
 }
 
+/// `call_soon_threadsafe` captures the context of the (foreign) thread that calls it, and the
+/// worker that ran the callback keeps nothing of it afterwards.
 #[test]
 fn foreign_thread_callbacks_carry_the_foreign_threads_context() {
-    let rt = rt();
+    // One worker: the callbacks below all run on the same thread.
+    let rt = rt(1);
     let handle = rt.handle();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -97,15 +102,22 @@ fn foreign_thread_callbacks_carry_the_foreign_threads_context() {
     })
     .join()
     .unwrap();
-    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "foreign");
-    // And a worker that ran it is back to the empty context afterwards.
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "foreign");
+    // The worker that ran it keeps nothing of that context: a callback scheduled from a
+    // thread without one, and a task spawned from there, see the default.
+    let (tx, rx) = mpsc::channel();
+    rt.handle()
+        .call_soon_threadsafe(move || tx.send(USER.get()).unwrap())
+        .unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), "nobody");
     let after = rt.block_on(async { eddy::spawn(async { USER.get() }).await.unwrap() });
     assert_eq!(after, "nobody");
 }
 
+/// `reset` with a token restores the value from before the matching `set`.
 #[test]
 fn reset_restores_the_previous_value() {
-    let rt = rt();
+    let rt = rt(2);
     rt.block_on(async {
         let t1 = DEPTH.set(1);
         let t2 = DEPTH.set(2);
@@ -124,7 +136,6 @@ fn reset_restores_the_previous_value() {
 fn values_a_finished_task_set_are_dropped_soon_after() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use std::time::Instant;
 
     #[derive(Clone)]
     struct CountsDrops(Arc<AtomicUsize>);
@@ -136,23 +147,16 @@ fn values_a_finished_task_set_are_dropped_soon_after() {
     static GUARD: LazyLock<ContextVar<Option<CountsDrops>>> =
         LazyLock::new(|| ContextVar::new(None));
 
-    let rt = rt();
+    let rt = rt(2);
     let drops = Arc::new(AtomicUsize::new(0));
     let counter = CountsDrops(drops.clone());
     let task = rt.handle().spawn(async move {
         let _ = GUARD.set(Some(counter));
     });
     rt.block_on(task).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
     // The task's context held the only copy.
-    while drops.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert_eq!(
-        drops.load(Ordering::SeqCst),
-        1,
-        "dropped once, within a cycle or two"
-    );
+    assert!(wait_until(PATIENCE, || drops.load(Ordering::SeqCst) > 0));
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
 
     let drops = Arc::new(AtomicUsize::new(0));
     let counter = CountsDrops(drops.clone());
@@ -201,26 +205,22 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
         let _ = BOMB.set(Some(Arc::new(PanicsOnDrop)));
     });
     rt.block_on(task).unwrap();
-    // The only worker still runs callbacks after its cycle released the context.
+    let reported = wait_until(PATIENCE, || {
+        reports.lock().unwrap().iter().any(|(m, p, _)| {
+            m.contains("dropping a task's context") && p.as_deref() == Some("context value drop")
+        })
+    });
+    assert!(reported, "{:?}", reports.lock().unwrap());
+    // The only worker still runs callbacks after it released the context.
     let (tx, rx) = mpsc::channel();
     rt.handle()
         .call_soon_threadsafe(move || tx.send(()).unwrap())
         .unwrap();
-    if rx.recv_timeout(Duration::from_secs(5)).is_err() {
+    if rx.recv_timeout(PATIENCE).is_err() {
         // Dropping the runtime would wait for the dead worker forever.
         std::mem::forget(rt);
         panic!("the worker died releasing a context");
     }
-    assert!(
-        reports
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(m, p, _)| m.contains("dropping a task's context")
-                && p.as_deref() == Some("context value drop")),
-        "{:?}",
-        reports.lock().unwrap()
-    );
 
     // Two tasks with different contexts finishing in one cycle: the second pays for the
     // first's context, inside its own completion. The report must not name the second task.
@@ -241,10 +241,7 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
         first.await.unwrap();
         second.await.unwrap();
     });
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while reports.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(wait_until(PATIENCE, || !reports.lock().unwrap().is_empty()));
     let reports = reports.lock().unwrap();
     assert_eq!(reports.len(), 1, "{reports:?}");
     let (message, panic, task) = &reports[0];
