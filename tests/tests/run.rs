@@ -261,7 +261,10 @@ impl Child {
     /// it printed.
     fn wait(&mut self) -> (std::process::ExitStatus, Vec<String>) {
         let exited = wait_until(PATIENCE, || {
-            self.process.try_wait().expect("wait for the child").is_some()
+            self.process
+                .try_wait()
+                .expect("wait for the child")
+                .is_some()
         });
         assert!(exited, "the child did not exit: {:?}", self.seen);
         let status = self.process.wait().unwrap();

@@ -21,7 +21,10 @@ fn raise(sig: i32) {
 /// Runs the ignored test `child` in a child process and checks that it passed.
 fn in_child(child: &str) {
     let (status, output) = run_child_test(child, PATIENCE * 2);
-    assert!(status.success(), "the child test failed ({status}):\n{output}");
+    assert!(
+        status.success(),
+        "the child test failed ({status}):\n{output}"
+    );
 }
 
 /// Each delivery of a signal completes one `recv`; once the deliveries are consumed, `recv`

@@ -19,7 +19,10 @@ fn tid() -> i32 {
 fn is_asleep(tid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
     // The state follows the command name, which is in parentheses and may hold anything.
-    stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) == Some("S")
+    stat.rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next())
+        == Some("S")
 }
 
 /// 1,000,000 `call_soon_threadsafe` calls from 4 foreign threads: every callback runs exactly
