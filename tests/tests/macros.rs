@@ -36,9 +36,7 @@ async fn assert_workers(n: usize) {
             let mut count = count.lock().unwrap();
             *count += 1;
             cv.notify_all();
-            let (count, _) = cv
-                .wait_timeout_while(count, PATIENCE, |c| *c < n)
-                .unwrap();
+            let (count, _) = cv.wait_timeout_while(count, PATIENCE, |c| *c < n).unwrap();
             let all_there = *count >= n;
             drop(count);
             tx.try_send((all_there, std::thread::current().id()))
@@ -60,7 +58,10 @@ async fn assert_workers(n: usize) {
 /// Runs the ignored test `child` in a child process and checks that it passed.
 fn in_child(child: &str) {
     let (status, output) = run_child_test(child, PATIENCE * 2);
-    assert!(status.success(), "the child test failed ({status}):\n{output}");
+    assert!(
+        status.success(),
+        "the child test failed ({status}):\n{output}"
+    );
 }
 
 /// A test body runs on a runtime of its own, whose workers run what it spawns.

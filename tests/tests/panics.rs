@@ -160,7 +160,11 @@ fn unretrieved_task_panics_are_reported() {
         drop(rt);
         // (The panic texts carry the marker that keeps them out of the output.)
         let messages: Vec<String> = log.reports().into_iter().map(|r| r.message).collect();
-        assert_eq!(messages.len(), 1, "an awaited panic was reported: {messages:?}");
+        assert_eq!(
+            messages.len(),
+            1,
+            "an awaited panic was reported: {messages:?}"
+        );
     });
 }
 
@@ -334,10 +338,8 @@ impl std::future::Future for ReadyThenPanicOnDrop {
 /// failure mode is an abort of the whole process.
 #[test]
 fn panic_in_a_finished_futures_destructor_is_contained() {
-    let (status, output) = run_child_test(
-        "child_panic_in_a_finished_futures_destructor",
-        PATIENCE * 3,
-    );
+    let (status, output) =
+        run_child_test("child_panic_in_a_finished_futures_destructor", PATIENCE * 3);
     assert!(
         status.success(),
         "the child test failed ({status}):\n{output}"
