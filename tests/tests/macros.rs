@@ -1,12 +1,13 @@
 //! `#[eddy::main]` and `#[eddy::test]`, and their compile errors (trybuild).
 //!
-//! The worker counts the attributes set are checked in child processes ([`run_child_test`]),
-//! where the runtime under test is the only one, so its worker threads can be counted.
+//! The worker counts the attributes set are checked in child processes
+//! ([`assert_child_test_passes`]), where the runtime under test is the only one, so its
+//! worker threads can be counted.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use eddy_tests::{is_child, run_child_test, PATIENCE};
+use eddy_tests::{assert_child_test_passes, is_child, PATIENCE};
 
 /// Threads of this process named like workers of a runtime with the default thread name
 /// (`eddy-worker-N`; the monitor and blocking threads have other suffixes).
@@ -55,15 +56,6 @@ async fn assert_workers(n: usize) {
     assert_eq!(worker_threads(), n, "worker threads in this process");
 }
 
-/// Runs the ignored test `child` in a child process and checks that it passed.
-fn in_child(child: &str) {
-    let (status, output) = run_child_test(child, PATIENCE * 2);
-    assert!(
-        status.success(),
-        "the child test failed ({status}):\n{output}"
-    );
-}
-
 /// A test body runs on a runtime of its own, whose workers run what it spawns.
 #[eddy::test]
 async fn a_test_runs_on_its_own_runtime() {
@@ -76,7 +68,7 @@ async fn a_test_runs_on_its_own_runtime() {
 /// `#[eddy::test]` without arguments runs on two workers.
 #[test]
 fn a_test_has_two_workers_by_default() {
-    in_child("child_a_test_has_two_workers_by_default");
+    assert_child_test_passes("child_a_test_has_two_workers_by_default");
 }
 
 #[eddy::test]
@@ -91,7 +83,7 @@ async fn child_a_test_has_two_workers_by_default() {
 /// `#[eddy::test(workers = 3)]` runs on exactly three workers.
 #[test]
 fn the_worker_count_can_be_set() {
-    in_child("child_the_worker_count_can_be_set");
+    assert_child_test_passes("child_the_worker_count_can_be_set");
 }
 
 #[eddy::test(workers = 3)]
@@ -106,7 +98,7 @@ async fn child_the_worker_count_can_be_set() {
 /// `#[eddy::main(workers = 3)]` runs `main` on exactly three workers.
 #[test]
 fn main_sets_the_worker_count() {
-    in_child("child_main_sets_the_worker_count");
+    assert_child_test_passes("child_main_sets_the_worker_count");
 }
 
 #[eddy::main(workers = 3)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use eddy::{Builder, TaskError};
 use eddy_tests::{
-    is_child, quiet_expected_panics, run_child_test, wait_until, with_deadline, ExceptionLog,
-    ExpectedPayload, EXPECTED, PATIENCE,
+    assert_child_test_passes, is_child, quiet_expected_panics, wait_until, with_deadline,
+    ExceptionLog, ExpectedPayload, EXPECTED, PATIENCE,
 };
 
 /// A runtime with `workers` workers whose exception handler records into the returned log.
@@ -338,12 +338,7 @@ impl std::future::Future for ReadyThenPanicOnDrop {
 /// failure mode is an abort of the whole process.
 #[test]
 fn panic_in_a_finished_futures_destructor_is_contained() {
-    let (status, output) =
-        run_child_test("child_panic_in_a_finished_futures_destructor", PATIENCE * 3);
-    assert!(
-        status.success(),
-        "the child test failed ({status}):\n{output}"
-    );
+    assert_child_test_passes("child_panic_in_a_finished_futures_destructor");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::pin::pin;
 use std::sync::mpsc;
 
 use eddy::signal::{add_signal_handler, remove_signal_handler, signal, SignalKind};
-use eddy_tests::{is_child, run_child_test, with_deadline, PATIENCE};
+use eddy_tests::{assert_child_test_passes, is_child, run_child_test, with_deadline, PATIENCE};
 use futures_lite::future::poll_once;
 
 fn raise(sig: i32) {
@@ -18,21 +18,12 @@ fn raise(sig: i32) {
     assert_eq!(unsafe { libc::raise(sig) }, 0);
 }
 
-/// Runs the ignored test `child` in a child process and checks that it passed.
-fn in_child(child: &str) {
-    let (status, output) = run_child_test(child, PATIENCE * 2);
-    assert!(
-        status.success(),
-        "the child test failed ({status}):\n{output}"
-    );
-}
-
 /// Each delivery of a signal completes one `recv`; once the deliveries are consumed, `recv`
 /// waits (a raise delivers to the raising thread before it returns, so its byte is already in
 /// the self-pipe when `recv` is polled).
 #[test]
 fn signal_recv_sees_each_delivery() {
-    in_child("child_signal_recv_sees_each_delivery");
+    assert_child_test_passes("child_signal_recv_sees_each_delivery");
 }
 
 #[test]
@@ -65,7 +56,7 @@ fn child_signal_recv_sees_each_delivery() {
 /// listener), and the SIGINT does not terminate the process.
 #[test]
 fn ctrl_c_completes_on_sigint() {
-    in_child("child_ctrl_c_completes_on_sigint");
+    assert_child_test_passes("child_ctrl_c_completes_on_sigint");
 }
 
 #[test]
