@@ -250,11 +250,10 @@ impl Child {
     }
 
     fn sigint(&self) {
+        let pid = self.process.id() as i32;
         // SAFETY: kill(2) has no memory-safety preconditions.
-        assert_eq!(
-            unsafe { libc::kill(self.process.id() as i32, libc::SIGINT) },
-            0
-        );
+        let sent = unsafe { libc::kill(pid, libc::SIGINT) };
+        assert_eq!(sent, 0);
     }
 
     /// Waits (up to [`PATIENCE`]) for the child to exit; returns its status and every line
