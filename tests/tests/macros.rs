@@ -146,6 +146,7 @@ fn main_runs_with_eddy_run_semantics() {
     );
 }
 
+/// Misused attributes fail to compile with the messages in `ui/*.stderr`.
 #[test]
 fn misuse_is_a_compile_error() {
     let t = trybuild::TestCases::new();

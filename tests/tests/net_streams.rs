@@ -34,6 +34,9 @@ fn reset(s: TcpStream) {
     drop(s);
 }
 
+/// `start_server` and `open_connection` exchange lines; `readline`, `readexactly` and
+/// `readuntil` split them; after the client's FIN the server closes and `wait_closed` ends
+/// with no active connection.
 #[test]
 fn server_and_client_exchange_lines() {
     run(async {
@@ -71,9 +74,26 @@ fn server_and_client_exchange_lines() {
     });
 }
 
+/// `readexactly` and `readuntil` at EOF fail with `UnexpectedEof` carrying the partial data
+/// (and, for `readexactly`, how much was expected).
 #[test]
 fn readexactly_and_readuntil_report_partial_data_at_eof() {
     run(async {
+        let ((mut r, _w), peer) = pair().await;
+        peer.write_all(b"no newline").await.unwrap();
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
+        let err = r.readuntil(b"\n").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        let inner = err
+            .get_ref()
+            .unwrap()
+            .downcast_ref::<IncompleteReadError>()
+            .unwrap();
+        assert_eq!(
+            (inner.partial.as_slice(), inner.expected),
+            (&b"no newline"[..], None)
+        );
+
         let ((mut r, _w), peer) = pair().await;
         peer.write_all(b"abc").await.unwrap();
         peer.shutdown(std::net::Shutdown::Write).unwrap();
@@ -92,6 +112,8 @@ fn readexactly_and_readuntil_report_partial_data_at_eof() {
     });
 }
 
+/// A line longer than the limit is an `InvalidData` error; its bytes stay buffered and can
+/// still be read.
 #[test]
 fn line_over_the_limit_is_an_error_that_keeps_the_data() {
     run(async {
@@ -145,6 +167,7 @@ fn fill_until_buffered(w: &StreamWriter, min: usize) -> usize {
     accepted
 }
 
+/// A writer whose peer reads nothing refuses writes past its cap with `WriteBufferFull`.
 #[test]
 fn the_buffer_has_a_hard_cap() {
     run(async {
@@ -200,6 +223,7 @@ fn drain_waits_above_high_water_until_low_water() {
     });
 }
 
+/// A reset while data is buffered fails the pending `drain` and the next `write`.
 #[test]
 fn a_reset_reaches_the_next_write_and_drain() {
     run(async {
@@ -250,6 +274,8 @@ fn a_reset_with_an_empty_buffer_fails_the_next_write() {
     });
 }
 
+/// Dropping a writer discards what it buffered and closes the connection: the peer gets at
+/// most what the kernel already had, then EOF or a reset.
 #[test]
 fn a_dropped_writer_discards_its_buffer_and_closes() {
     run(async {
@@ -275,6 +301,7 @@ fn a_dropped_writer_discards_its_buffer_and_closes() {
     });
 }
 
+/// `close` sends everything buffered, then FIN; writing afterwards fails with `NotConnected`.
 #[test]
 fn close_flushes_everything_then_sends_fin() {
     run(async {

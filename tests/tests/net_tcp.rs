@@ -42,6 +42,7 @@ async fn echo_server() -> io::Result<std::net::SocketAddr> {
     Ok(addr)
 }
 
+/// 1,000 request/response round trips over one connection, with `TCP_NODELAY` set.
 #[test]
 fn echo_round_trips() {
     let rt = rt(2);
@@ -61,6 +62,7 @@ fn echo_round_trips() {
     });
 }
 
+/// 1,000 clients connect at once and each completes three echo round trips.
 #[test]
 fn a_thousand_concurrent_connections() {
     let rt = rt(2);
@@ -101,6 +103,7 @@ fn checksum(mut h: u64, data: &[u8]) -> u64 {
     h
 }
 
+/// 100 MiB arrive complete, in order and unchanged (same length and checksum).
 #[test]
 fn hundred_megabytes_through_one_connection() {
     const TOTAL: usize = 100 * 1024 * 1024;
@@ -142,6 +145,7 @@ fn hundred_megabytes_through_one_connection() {
     assert_eq!(sent, received);
 }
 
+/// After the client shuts its write side down, the server reads EOF and can still reply.
 #[test]
 fn half_close_keeps_the_other_direction() {
     let rt = rt(2);
@@ -241,6 +245,8 @@ fn reset(s: TcpStream) {
     drop(s);
 }
 
+/// A peer that resets the connection makes the next read fail with `ConnectionReset` and
+/// the next write with `BrokenPipe` or `ConnectionReset`.
 #[test]
 fn peer_reset_is_an_error_on_the_next_read_and_write() {
     let rt = rt(2);
@@ -266,6 +272,7 @@ fn peer_reset_is_an_error_on_the_next_read_and_write() {
     });
 }
 
+/// Connecting to a port nobody listens on fails with `ConnectionRefused`.
 #[test]
 fn connect_to_a_closed_port_is_refused() {
     let rt = rt(1);
@@ -320,6 +327,7 @@ fn connect_resolves_host_names_on_the_blocking_pool() {
     });
 }
 
+/// The read and write halves of a split stream work from two tasks at once.
 #[test]
 fn owned_halves_work_from_two_tasks() {
     let rt = rt(2);
@@ -343,6 +351,7 @@ fn owned_halves_work_from_two_tasks() {
     });
 }
 
+/// `TcpStream` works through the `futures-io` traits (write, read, close).
 #[test]
 fn futures_io_traits_are_implemented() {
     use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -358,6 +367,8 @@ fn futures_io_traits_are_implemented() {
     });
 }
 
+/// asyncio's `sock_accept`, `sock_connect`, `sock_recv` and `sock_sendall` work on
+/// non-blocking std and socket2 sockets.
 #[test]
 fn sock_functions_over_std_sockets() {
     let rt = rt(2);
@@ -392,6 +403,7 @@ fn sock_functions_over_std_sockets() {
     });
 }
 
+/// The `sock_*` functions refuse blocking sockets with `InvalidInput`.
 #[test]
 fn sock_functions_reject_blocking_sockets() {
     let rt = rt(1);
@@ -409,6 +421,7 @@ fn sock_functions_reject_blocking_sockets() {
     });
 }
 
+/// With `SO_REUSEPORT` two listeners bind the same port; without it the bind fails.
 #[test]
 fn reuse_port_lets_two_listeners_share_a_port() {
     use eddy::net::ListenOptions;

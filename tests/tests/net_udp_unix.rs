@@ -19,6 +19,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// UDP datagrams arrive whole with their sender's address, unconnected and connected.
 #[test]
 fn udp_send_to_recv_from_and_connected() {
     run(async {
@@ -64,6 +65,8 @@ fn udp_recv_waits_for_a_datagram() {
     });
 }
 
+/// Unix streams: a listener accepts and echoes; a pair's write half, dropped, gives EOF to
+/// the peer while the other direction still works.
 #[test]
 fn unix_stream_listener_and_pair() {
     let dir = temp_dir("stream");
@@ -107,6 +110,8 @@ fn unix_stream_listener_and_pair() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Unix datagrams arrive whole: bound (with the sender's path), from a pair, and from an
+/// unbound socket connected to a bound one.
 #[test]
 fn unix_datagrams() {
     let dir = temp_dir("dgram");

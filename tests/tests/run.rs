@@ -30,6 +30,8 @@ fn recording_runtime(timeout: Duration) -> (eddy::Runtime, Arc<Mutex<Vec<String>
     (rt, reports)
 }
 
+/// `run` returns main's value and drops every task left over (idle ones and one sleeping for
+/// an hour), reporting nothing.
 #[test]
 fn run_returns_the_value_and_cancels_leftover_tasks() {
     let dropped = Arc::new(AtomicUsize::new(0));
@@ -73,6 +75,8 @@ impl Drop for PanicOnDrop {
     }
 }
 
+/// A destructor that panics while the shutdown cancels its task is reported to the exception
+/// handler as an unhandled error during shutdown.
 #[test]
 fn errors_during_shutdown_are_reported() {
     let (rt, reports) = recording_runtime(PATIENCE);

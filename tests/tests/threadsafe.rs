@@ -138,7 +138,7 @@ fn ping_pong_between_foreign_thread_and_tasks() {
 /// `RuntimeHandle::call_later` / `call_at` from a foreign thread all fire, none before its time.
 #[test]
 fn foreign_timers_fire_on_time() {
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE * 2, || {
         let rt = Builder::new().workers(2).build().unwrap();
         let handle = rt.handle();
         let (tx, rx) = mpsc::channel();
