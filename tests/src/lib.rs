@@ -458,3 +458,15 @@ pub fn run_child_test(name: &str, limit: Duration) -> (std::process::ExitStatus,
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     (status, text)
 }
+
+/// Runs the (ignored) test `name` of the current test binary in a child process with
+/// [`run_child_test`], allowing it three times [`PATIENCE`], and fails unless it passed,
+/// showing its output. For tests whose failure mode takes the whole process down (a fatal
+/// signal, an abort) or that need the process to themselves.
+pub fn assert_child_test_passes(name: &str) {
+    let (status, output) = run_child_test(name, PATIENCE * 3);
+    assert!(
+        status.success(),
+        "the child test {name} failed ({status}):\n{output}"
+    );
+}

@@ -9,7 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use eddy_tests::{wait_until, with_deadline, PATIENCE};
 
 const CHILD_ENV: &str = "EDDY_ACCEPT_CHILD";
 
@@ -61,11 +63,13 @@ fn accept_exhaustion_child() {
         .unwrap();
     println!("PORT {}", server.local_addr().port());
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while reports.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "never ran out of descriptors");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        wait_until(PATIENCE, || reports.load(Ordering::SeqCst) > 0),
+        "never ran out of descriptors"
+    );
+    // CPU time used during one second of exhaustion. The sleep waits for nothing: it is the
+    // window the CPU time is measured over (a loop that retried at once would use most of
+    // it, one that backs off almost none, however loaded the machine).
     let before = cpu_time();
     std::thread::sleep(Duration::from_secs(1));
     let cpu = cpu_time() - before;
@@ -76,31 +80,48 @@ fn accept_exhaustion_child() {
         reports.load(Ordering::SeqCst)
     );
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while accepted.load(Ordering::SeqCst) < at_exhaustion + 10 {
-        if Instant::now() > deadline {
-            println!("STUCK accepted={}", accepted.load(Ordering::SeqCst));
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    if !wait_until(PATIENCE, || {
+        accepted.load(Ordering::SeqCst) >= at_exhaustion + 10
+    }) {
+        println!("STUCK accepted={}", accepted.load(Ordering::SeqCst));
+        return;
     }
     println!("RESUMED accepted={}", accepted.load(Ordering::SeqCst));
 }
 
+/// While out of descriptors the server's accept loop backs off (the child's CPU time stays
+/// low) and reports the condition once; once descriptors are freed it accepts again.
 #[test]
 fn accept_backs_off_and_resumes() {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "accept_exhaustion_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "1")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // The child bounds each of its own waits; this bounds the whole exchange.
+    with_deadline(PATIENCE * 4, accept_backs_off_and_resumes_body);
+}
+
+/// Kills the child when dropped, so that a failing test leaves no process behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn accept_backs_off_and_resumes_body() {
+    let mut child = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "accept_exhaustion_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, "1")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     let mut next = |prefix: &str| -> String {
         for line in lines.by_ref() {
             let line = line.unwrap();
@@ -142,5 +163,5 @@ fn accept_backs_off_and_resumes() {
     }
     let resumed = next("RESUMED ");
     assert!(resumed.starts_with("RESUMED"), "{resumed}");
-    assert!(child.wait().unwrap().success());
+    assert!(child.0.wait().unwrap().success());
 }

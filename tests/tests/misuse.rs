@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use eddy::{Builder, Closed, Runtime, RuntimeHandle, TaskError};
 use eddy_tests::{
     panic_text, quiet_expected_panics, wait_until, with_deadline, DropCounter, ExceptionLog,
+    HeldJob, PATIENCE,
 };
+use futures_lite::future::poll_once;
 
 const ALREADY_RUNNING: &str = "this event loop is already running";
 const NO_RUNTIME: &str = "no eddy runtime on this thread";
@@ -29,7 +31,7 @@ fn assert_panics_with<R>(what: &str, expected: &str, f: impl FnOnce() -> R) {
 #[test]
 fn block_on_inside_a_task_panics() {
     quiet_expected_panics();
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE, || {
         let rt = Arc::new(Builder::new().workers(2).build().unwrap());
         let other = Arc::new(Builder::new().workers(1).build().unwrap());
         for target in [rt.clone(), other.clone()] {
@@ -62,7 +64,7 @@ fn block_on_inside_a_task_panics() {
 #[test]
 fn block_on_inside_a_callback_panics() {
     quiet_expected_panics();
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE, || {
         let log = ExceptionLog::new();
         let rt = Arc::new(
             Builder::new()
@@ -79,14 +81,14 @@ fn block_on_inside_a_callback_panics() {
                 tx.send(caught.map_err(|p| panic_text(&*p))).unwrap();
             })
             .unwrap();
-        let caught = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let caught = rx.recv_timeout(PATIENCE).unwrap();
         assert!(caught.unwrap_err().contains(ALREADY_RUNNING));
         // Uncaught: reported.
         let r3 = rt.clone();
         rt.handle()
             .call_soon_threadsafe(move || r3.block_on(async {}))
             .unwrap();
-        assert!(wait_until(Duration::from_secs(5), || log.len() == 1));
+        assert!(wait_until(PATIENCE, || log.len() == 1));
         let report = &log.reports()[0];
         assert_eq!(report.message, "Exception in callback");
         assert!(report.panic.as_deref().unwrap().contains(ALREADY_RUNNING));
@@ -99,7 +101,7 @@ fn block_on_inside_a_callback_panics() {
 #[test]
 fn nested_block_on_panics_and_the_outer_survives() {
     quiet_expected_panics();
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE, || {
         let rt = Builder::new().workers(1).build().unwrap();
         let other = Builder::new().workers(1).build().unwrap();
         let v = rt.block_on(async {
@@ -128,10 +130,11 @@ fn nested_block_on_panics_and_the_outer_survives() {
 /// run.
 #[test]
 fn submitting_after_shutdown_is_refused_and_drops_the_closure() {
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE, || {
         let rt = Builder::new().workers(2).build().unwrap();
         let handle = rt.handle();
-        rt.shutdown_timeout(Duration::from_secs(5));
+        // Dropping waits until the workers have exited: nothing can run after this.
+        drop(rt);
         assert!(handle.is_closed());
         let drops = DropCounter::new();
         let ran = Arc::new(AtomicUsize::new(0));
@@ -176,12 +179,8 @@ fn submitting_after_shutdown_is_refused_and_drops_the_closure() {
             4,
             "the future of a refused spawn was not dropped"
         );
-        let res = with_deadline(Duration::from_secs(5), move || {
-            futures_lite::future::block_on(t)
-        });
+        let res = futures_lite::future::block_on(t);
         assert!(res.unwrap_err().is_cancelled());
-
-        std::thread::sleep(Duration::from_millis(20));
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         // stop() on a closed runtime is harmless.
         handle.stop();
@@ -189,12 +188,15 @@ fn submitting_after_shutdown_is_refused_and_drops_the_closure() {
 }
 
 /// `call_later(Duration::MAX)` and `sleep(Duration::MAX)` do not panic and never fire;
-/// `timeout(Duration::MAX, ..)` passes a ready value through.
+/// `timeout(Duration::MAX, ..)` passes a ready value through. One worker, so one timer heap:
+/// its timers fire in deadline order, and a `Duration::MAX` timer whose deadline wrapped
+/// around would have fired before a 30 ms one.
 #[test]
 fn huge_delays_never_fire_and_do_not_panic() {
-    with_deadline(Duration::from_secs(30), || {
-        let rt = Builder::new().workers(2).build().unwrap();
+    with_deadline(PATIENCE, || {
+        let rt = Builder::new().workers(1).build().unwrap();
         let fired = Arc::new(AtomicUsize::new(0));
+        let a_year = Duration::from_secs(365 * 24 * 3600);
         let f = fired.clone();
         let h = rt
             .handle()
@@ -202,14 +204,18 @@ fn huge_delays_never_fire_and_do_not_panic() {
                 f.fetch_add(1, Ordering::SeqCst);
             })
             .unwrap();
-        assert!(h.when() > Instant::now() + Duration::from_secs(365 * 24 * 3600));
+        assert!(h.when() > Instant::now() + a_year);
         let f = fired.clone();
         let (soon_tx, soon_rx) = mpsc::channel();
         rt.block_on(async move {
-            let h = eddy::call_later(Duration::MAX, move || {
-                f.fetch_add(1, Ordering::SeqCst);
+            let h = eddy::call_later(Duration::MAX, {
+                let f = f.clone();
+                move || {
+                    f.fetch_add(1, Ordering::SeqCst);
+                }
             });
             assert!(!h.cancelled());
+            assert!(h.when() > Instant::now() + a_year);
             let slept =
                 eddy::time::timeout(Duration::from_millis(50), eddy::time::sleep(Duration::MAX))
                     .await;
@@ -218,39 +224,45 @@ fn huge_delays_never_fire_and_do_not_panic() {
             assert_eq!(v, Ok(5));
             // A task sleeping forever, next to a short timer that proves time passes.
             drop(eddy::spawn(eddy::time::sleep(Duration::MAX)));
-            eddy::call_later(Duration::from_millis(30), move || soon_tx.send(()).unwrap());
+            eddy::call_later(Duration::from_millis(30), move || {
+                soon_tx.send(f.load(Ordering::SeqCst)).unwrap()
+            });
         });
-        soon_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(fired.load(Ordering::SeqCst), 0);
+        let fired_before = soon_rx.recv_timeout(PATIENCE).unwrap();
+        assert_eq!(fired_before, 0, "a Duration::MAX timer fired");
         h.cancel();
         assert!(h.cancelled());
     });
 }
 
-/// A deadline in the past runs promptly (`call_at(now - 1 s)`, `sleep_until(past)`).
+/// A deadline in the past runs at once: `call_at(past)` and `sleep_until(past)` need no time
+/// to pass. Checked on a paused clock, which moves only to reach a deadline: the callback
+/// runs, and the sleep completes on its first poll, with the clock where it was.
 #[test]
 fn past_deadlines_run_promptly() {
-    with_deadline(Duration::from_secs(30), || {
-        let rt = Builder::new().workers(2).build().unwrap();
-        let past = Instant::now()
-            .checked_sub(Duration::from_secs(1))
-            .unwrap_or_else(Instant::now);
+    with_deadline(PATIENCE, || {
+        let rt = Builder::new()
+            .workers(2)
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let t0 = rt.block_on(async { eddy::time() });
+        let past = t0.checked_sub(Duration::from_secs(1)).unwrap_or(t0);
         let (tx, rx) = mpsc::channel();
-        let start = Instant::now();
         let tx2 = tx.clone();
         rt.handle()
-            .call_at(past, move || tx2.send("handle").unwrap())
+            .call_at(past, move || tx2.send(("handle", eddy::time())).unwrap())
             .unwrap();
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "handle");
-        assert!(start.elapsed() < Duration::from_millis(500));
-        let start = Instant::now();
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), ("handle", t0));
         rt.block_on(async move {
-            eddy::call_at(past, move || tx.send("free").unwrap());
-            eddy::time::sleep_until(past).await;
+            eddy::call_at(past, move || tx.send(("free", eddy::time())).unwrap());
+            assert!(
+                poll_once(eddy::time::sleep_until(past)).await.is_some(),
+                "sleep_until(past) did not complete on its first poll"
+            );
+            assert_eq!(eddy::time(), t0);
         });
-        assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "free");
-        assert!(start.elapsed() < Duration::from_millis(500));
+        assert_eq!(rx.recv_timeout(PATIENCE).unwrap(), ("free", t0));
     });
 }
 
@@ -266,7 +278,7 @@ fn zero_workers_is_invalid_input() {
 /// Cancelling twice (callback and timer handles, and clones of a handle) is harmless.
 #[test]
 fn cancelling_twice_is_harmless() {
-    with_deadline(Duration::from_secs(30), || {
+    with_deadline(PATIENCE, || {
         let rt = Builder::new().workers(1).build().unwrap();
         let drops = DropCounter::new();
         let token = drops.token();
@@ -278,15 +290,10 @@ fn cancelling_twice_is_harmless() {
         t.cancel();
         assert!(t.cancelled());
         assert_eq!(drops.count(), 1);
-        let (tx, rx) = mpsc::channel::<()>();
-        let (held_tx, held_rx) = mpsc::channel();
-        rt.handle()
-            .call_soon_threadsafe(move || {
-                held_tx.send(()).unwrap();
-                let _ = rx.recv_timeout(Duration::from_secs(5));
-            })
-            .unwrap();
-        held_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        // The only worker is held, so the callback below cannot start before it is cancelled.
+        let (held, job) = HeldJob::new();
+        rt.handle().call_soon_threadsafe(job).unwrap();
+        held.wait_started();
         let token = drops.token();
         let h = rt
             .handle()
@@ -298,7 +305,7 @@ fn cancelling_twice_is_harmless() {
         h.cancel();
         assert!(h.cancelled() && h2.cancelled());
         assert_eq!(drops.count(), 2);
-        drop(tx);
+        held.release();
     });
 }
 
@@ -353,7 +360,7 @@ fn free_functions_outside_a_runtime_panic() {
 #[test]
 fn dropping_the_runtime_on_its_own_worker_does_not_deadlock() {
     quiet_expected_panics();
-    with_deadline(Duration::from_secs(10), || {
+    with_deadline(PATIENCE, || {
         let rt = Builder::new().workers(2).build().unwrap();
         let handle = rt.handle();
         let (tx, rx) = mpsc::channel();
@@ -370,9 +377,9 @@ fn dropping_the_runtime_on_its_own_worker_does_not_deadlock() {
                 tx.send(()).unwrap();
             })
             .unwrap();
-        rx.recv_timeout(Duration::from_secs(5))
+        rx.recv_timeout(PATIENCE)
             .expect("the worker that dropped the runtime never came back");
         assert!(handle.is_closed());
-        assert!(wait_until(Duration::from_secs(5), || drops.count() == 1));
+        assert!(wait_until(PATIENCE, || drops.count() == 1));
     });
 }

@@ -2,20 +2,20 @@
 //! reaching the writer, and writers dropped without `close()`.
 
 use std::io;
+use std::pin::pin;
 use std::time::Duration;
 
 use eddy::net::{
     open_connection, start_server, IncompleteReadError, LimitOverrunError, StreamReader,
     StreamWriter, TcpListener, TcpStream, WriteBufferFull,
 };
+use eddy_tests::{with_deadline, PATIENCE};
+use futures_lite::future::poll_once;
 
+/// Runs `fut` on a fresh two-worker runtime, failing the test (instead of hanging) if it has
+/// not finished after [`PATIENCE`].
 fn run<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
-    let rt = eddy::Builder::new().workers(2).build().unwrap();
-    rt.block_on(async move {
-        eddy::time::timeout(Duration::from_secs(30), fut)
-            .await
-            .expect("test timed out")
-    })
+    with_deadline(PATIENCE, move || eddy_tests::rt(2).block_on(fut))
 }
 
 /// A connected (reader, writer) pair and the raw peer socket, which the test controls.
@@ -34,6 +34,9 @@ fn reset(s: TcpStream) {
     drop(s);
 }
 
+/// `start_server` and `open_connection` exchange lines; `readline`, `readexactly` and
+/// `readuntil` split them; after the client's FIN the server closes and `wait_closed` ends
+/// with no active connection.
 #[test]
 fn server_and_client_exchange_lines() {
     run(async {
@@ -71,9 +74,26 @@ fn server_and_client_exchange_lines() {
     });
 }
 
+/// `readexactly` and `readuntil` at EOF fail with `UnexpectedEof` carrying the partial data
+/// (and, for `readexactly`, how much was expected).
 #[test]
 fn readexactly_and_readuntil_report_partial_data_at_eof() {
     run(async {
+        let ((mut r, _w), peer) = pair().await;
+        peer.write_all(b"no newline").await.unwrap();
+        peer.shutdown(std::net::Shutdown::Write).unwrap();
+        let err = r.readuntil(b"\n").await.unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        let inner = err
+            .get_ref()
+            .unwrap()
+            .downcast_ref::<IncompleteReadError>()
+            .unwrap();
+        assert_eq!(
+            (inner.partial.as_slice(), inner.expected),
+            (&b"no newline"[..], None)
+        );
+
         let ((mut r, _w), peer) = pair().await;
         peer.write_all(b"abc").await.unwrap();
         peer.shutdown(std::net::Shutdown::Write).unwrap();
@@ -92,6 +112,8 @@ fn readexactly_and_readuntil_report_partial_data_at_eof() {
     });
 }
 
+/// A line longer than the limit is an `InvalidData` error; its bytes stay buffered and can
+/// still be read.
 #[test]
 fn line_over_the_limit_is_an_error_that_keeps_the_data() {
     run(async {
@@ -145,6 +167,7 @@ fn fill_until_buffered(w: &StreamWriter, min: usize) -> usize {
     accepted
 }
 
+/// A writer whose peer reads nothing refuses writes past its cap with `WriteBufferFull`.
 #[test]
 fn the_buffer_has_a_hard_cap() {
     run(async {
@@ -165,23 +188,22 @@ fn the_buffer_has_a_hard_cap() {
     });
 }
 
+/// `drain` waits while more than the high-water mark is buffered, and resumes once the
+/// flusher has brought the buffer down to the low-water mark.
 #[test]
 fn drain_waits_above_high_water_until_low_water() {
     run(async {
         let ((_r, w), peer) = pair().await;
         w.set_write_buffer_limits(64 * 1024, 16 * 1024);
         w.set_write_buffer_cap(8 * 1024 * 1024);
-        // Fill until something is buffered above the high-water mark.
-        let chunk = vec![1u8; 16 * 1024];
-        let mut written = 0usize;
-        while w.write_buffer_size() <= 64 * 1024 {
-            w.write(&chunk).unwrap();
-            written += chunk.len();
-        }
-        let drained = eddy::time::timeout(Duration::from_millis(100), w.drain()).await;
+        // Buffer far more than the high-water mark: with the peer reading nothing, the
+        // flusher cannot bring it down to the mark, so `drain` must wait.
+        let written = fill_until_buffered(&w, 1024 * 1024);
+        let mut drain = pin!(w.drain());
         assert!(
-            drained.is_err(),
-            "drain must wait while the peer reads nothing"
+            poll_once(drain.as_mut()).await.is_none(),
+            "drain must wait while the peer reads nothing ({} buffered)",
+            w.write_buffer_size()
         );
         let reader = eddy::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
@@ -191,7 +213,7 @@ fn drain_waits_above_high_water_until_low_water() {
             }
             total
         });
-        w.drain().await.unwrap();
+        drain.await.unwrap();
         assert!(
             w.write_buffer_size() <= 16 * 1024,
             "{}",
@@ -201,6 +223,7 @@ fn drain_waits_above_high_water_until_low_water() {
     });
 }
 
+/// A reset while data is buffered fails the pending `drain` and the next `write`.
 #[test]
 fn a_reset_reaches_the_next_write_and_drain() {
     run(async {
@@ -229,12 +252,18 @@ fn a_reset_reaches_the_next_write_and_drain() {
     });
 }
 
+/// Once a reset has arrived, with nothing buffered, a write fails (the first one, or, if
+/// the kernel still accepted it, the next), and so does `drain`.
 #[test]
 fn a_reset_with_an_empty_buffer_fails_the_next_write() {
     run(async {
-        let ((_r, w), peer) = pair().await;
+        let ((mut r, w), peer) = pair().await;
         reset(peer);
-        eddy::time::sleep(Duration::from_millis(50)).await;
+        // The reader ends (with the reset, or at EOF) only once the RST has arrived.
+        match r.read(16).await {
+            Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}"),
+            Ok(data) => assert!(data.is_empty(), "{data:?}"),
+        }
         // The first write after a reset may still be accepted by the kernel; the error is
         // then stored and returned by the very next call.
         let first = w.write(b"x");
@@ -245,6 +274,8 @@ fn a_reset_with_an_empty_buffer_fails_the_next_write() {
     });
 }
 
+/// Dropping a writer discards what it buffered and closes the connection: the peer gets at
+/// most what the kernel already had, then EOF or a reset.
 #[test]
 fn a_dropped_writer_discards_its_buffer_and_closes() {
     run(async {
@@ -270,6 +301,7 @@ fn a_dropped_writer_discards_its_buffer_and_closes() {
     });
 }
 
+/// `close` sends everything buffered, then FIN; writing afterwards fails with `NotConnected`.
 #[test]
 fn close_flushes_everything_then_sends_fin() {
     run(async {

@@ -7,22 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy::net::{TcpListener, TcpStream};
+use eddy_tests::{rt, with_deadline, PATIENCE};
 
-fn rt(workers: usize) -> eddy::Runtime {
-    eddy::Builder::new().workers(workers).build().unwrap()
-}
-
-/// Runs `fut` on `rt`, failing the test if it takes longer than `secs`.
+/// Runs `fut` on `rt` (on a thread of its own), failing the test if it has not finished
+/// after `limit`: a hang guard that does not depend on the runtime's own timers.
 fn run<T: Send + 'static>(
-    rt: &eddy::Runtime,
-    secs: u64,
+    rt: eddy::Runtime,
+    limit: Duration,
     fut: impl std::future::Future<Output = T> + Send + 'static,
 ) -> T {
-    rt.block_on(async move {
-        eddy::time::timeout(Duration::from_secs(secs), fut)
-            .await
-            .expect("test timed out")
-    })
+    with_deadline(limit, move || rt.block_on(fut))
 }
 
 async fn echo_server() -> io::Result<std::net::SocketAddr> {
@@ -48,10 +42,11 @@ async fn echo_server() -> io::Result<std::net::SocketAddr> {
     Ok(addr)
 }
 
+/// 1,000 request/response round trips over one connection, with `TCP_NODELAY` set.
 #[test]
 fn echo_round_trips() {
     let rt = rt(2);
-    run(&rt, 20, async {
+    run(rt, PATIENCE, async {
         let addr = echo_server().await.unwrap();
         let c = TcpStream::connect(addr).await.unwrap();
         c.set_nodelay(true).unwrap();
@@ -67,10 +62,11 @@ fn echo_round_trips() {
     });
 }
 
+/// 1,000 clients connect at once and each completes three echo round trips.
 #[test]
 fn a_thousand_concurrent_connections() {
     let rt = rt(2);
-    let done = run(&rt, 60, async {
+    let done = run(rt, PATIENCE * 2, async {
         let addr = echo_server().await.unwrap();
         let done = Arc::new(AtomicUsize::new(0));
         let clients: Vec<_> = (0..1000u32)
@@ -107,11 +103,12 @@ fn checksum(mut h: u64, data: &[u8]) -> u64 {
     h
 }
 
+/// 100 MiB arrive complete, in order and unchanged (same length and checksum).
 #[test]
 fn hundred_megabytes_through_one_connection() {
     const TOTAL: usize = 100 * 1024 * 1024;
     let rt = rt(2);
-    let (sent, received) = run(&rt, 120, async {
+    let (sent, received) = run(rt, PATIENCE * 4, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let receiver = eddy::spawn(async move {
@@ -148,10 +145,11 @@ fn hundred_megabytes_through_one_connection() {
     assert_eq!(sent, received);
 }
 
+/// After the client shuts its write side down, the server reads EOF and can still reply.
 #[test]
 fn half_close_keeps_the_other_direction() {
     let rt = rt(2);
-    run(&rt, 20, async {
+    run(rt, PATIENCE, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = eddy::spawn(async move {
@@ -192,7 +190,7 @@ fn half_close_keeps_the_other_direction() {
 #[test]
 fn eof_that_arrives_with_the_last_data_is_seen_after_a_short_read() {
     let rt = rt(2);
-    run(&rt, 60, async {
+    run(rt, PATIENCE * 2, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let rounds = 200;
@@ -218,7 +216,7 @@ fn eof_that_arrives_with_the_last_data_is_seen_after_a_short_read() {
             let mut buf = [0u8; 1024];
             let mut got = Vec::new();
             loop {
-                let n = eddy::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                let n = eddy::time::timeout(PATIENCE, s.read(&mut buf))
                     .await
                     .unwrap_or_else(|_| panic!("round {round}: the FIN was never seen"))
                     .unwrap();
@@ -247,18 +245,19 @@ fn reset(s: TcpStream) {
     drop(s);
 }
 
+/// A peer that resets the connection makes the next read fail with `ConnectionReset` and
+/// the next write with `BrokenPipe` or `ConnectionReset`.
 #[test]
 fn peer_reset_is_an_error_on_the_next_read_and_write() {
     let rt = rt(2);
-    run(&rt, 20, async {
+    run(rt, PATIENCE, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let c = TcpStream::connect(addr).await.unwrap();
         let (s, _) = listener.accept().await.unwrap();
         c.write_all(b"unread").await.unwrap();
-        eddy::time::sleep(Duration::from_millis(20)).await;
         reset(s);
-        eddy::time::sleep(Duration::from_millis(20)).await;
+        // The read waits for the RST if it has not arrived yet.
         let mut buf = [0u8; 16];
         let err = c.read(&mut buf).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::ConnectionReset, "{err}");
@@ -273,10 +272,11 @@ fn peer_reset_is_an_error_on_the_next_read_and_write() {
     });
 }
 
+/// Connecting to a port nobody listens on fails with `ConnectionRefused`.
 #[test]
 fn connect_to_a_closed_port_is_refused() {
     let rt = rt(1);
-    run(&rt, 10, async {
+    run(rt, PATIENCE, async {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         drop(l);
@@ -285,25 +285,53 @@ fn connect_to_a_closed_port_is_refused() {
     });
 }
 
+/// A host name is resolved on the blocking pool, not on the worker that connects: the pool
+/// starts its first thread for it (idle threads are kept for an hour here, so the count
+/// only grows), while connecting to a literal address needs no pool thread.
 #[test]
 fn connect_resolves_host_names_on_the_blocking_pool() {
-    let rt = rt(1);
-    run(&rt, 20, async {
-        let addr = echo_server().await.unwrap();
-        let c = TcpStream::connect(("localhost", addr.port())).await;
-        // localhost may resolve to ::1 first; one of the addresses must work.
-        let c = c.unwrap();
-        c.write_all(b"x").await.unwrap();
-        let mut b = [0u8; 1];
-        c.read_exact(&mut b).await.unwrap();
-        assert_eq!(&b, b"x");
+    let rt = Arc::new(
+        eddy::Builder::new()
+            .workers(1)
+            .thread_keep_alive(Duration::from_secs(3600))
+            .build()
+            .unwrap(),
+    );
+    let metrics = rt.clone();
+    with_deadline(PATIENCE, move || {
+        rt.block_on(async move {
+            let addr = echo_server().await.unwrap();
+            // On the worker, as a task: resolution inline would run there.
+            let by_addr = eddy::spawn(TcpStream::connect(addr)).await.unwrap();
+            drop(by_addr.unwrap());
+            assert_eq!(
+                metrics.metrics().blocking_threads,
+                0,
+                "a literal address went through the pool"
+            );
+            // localhost may resolve to ::1 first; one of the addresses must work.
+            let c = eddy::spawn(TcpStream::connect(("localhost", addr.port())))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                metrics.metrics().blocking_threads,
+                1,
+                "the host name was not resolved on the blocking pool"
+            );
+            c.write_all(b"x").await.unwrap();
+            let mut b = [0u8; 1];
+            c.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"x");
+        });
     });
 }
 
+/// The read and write halves of a split stream work from two tasks at once.
 #[test]
 fn owned_halves_work_from_two_tasks() {
     let rt = rt(2);
-    run(&rt, 20, async {
+    run(rt, PATIENCE, async {
         let addr = echo_server().await.unwrap();
         let (r, w) = TcpStream::connect(addr).await.unwrap().into_split();
         let writer = eddy::spawn(async move {
@@ -323,11 +351,12 @@ fn owned_halves_work_from_two_tasks() {
     });
 }
 
+/// `TcpStream` works through the `futures-io` traits (write, read, close).
 #[test]
 fn futures_io_traits_are_implemented() {
     use futures_lite::{AsyncReadExt, AsyncWriteExt};
     let rt = rt(1);
-    run(&rt, 10, async {
+    run(rt, PATIENCE, async {
         let addr = echo_server().await.unwrap();
         let mut c = TcpStream::connect(addr).await.unwrap();
         AsyncWriteExt::write_all(&mut c, b"traits").await.unwrap();
@@ -338,10 +367,12 @@ fn futures_io_traits_are_implemented() {
     });
 }
 
+/// asyncio's `sock_accept`, `sock_connect`, `sock_recv` and `sock_sendall` work on
+/// non-blocking std and socket2 sockets.
 #[test]
 fn sock_functions_over_std_sockets() {
     let rt = rt(2);
-    run(&rt, 20, async {
+    run(rt, PATIENCE, async {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -372,10 +403,11 @@ fn sock_functions_over_std_sockets() {
     });
 }
 
+/// The `sock_*` functions refuse blocking sockets with `InvalidInput`.
 #[test]
 fn sock_functions_reject_blocking_sockets() {
     let rt = rt(1);
-    run(&rt, 10, async {
+    run(rt, PATIENCE, async {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let err = eddy::net::sock_accept(&listener).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
@@ -389,11 +421,12 @@ fn sock_functions_reject_blocking_sockets() {
     });
 }
 
+/// With `SO_REUSEPORT` two listeners bind the same port; without it the bind fails.
 #[test]
 fn reuse_port_lets_two_listeners_share_a_port() {
     use eddy::net::ListenOptions;
     let rt = rt(1);
-    run(&rt, 10, async {
+    run(rt, PATIENCE, async {
         let opts = ListenOptions::new().reuse_port(true).backlog(16);
         let a = TcpListener::bind_with("127.0.0.1:0", &opts).await.unwrap();
         let b = TcpListener::bind_with(a.local_addr().unwrap(), &opts)

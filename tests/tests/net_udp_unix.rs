@@ -1,16 +1,15 @@
 //! UDP and Unix domain sockets.
 
-use std::time::Duration;
+use std::pin::pin;
 
 use eddy::net::{UdpSocket, UnixDatagram, UnixListener, UnixStream};
+use eddy_tests::{with_deadline, PATIENCE};
+use futures_lite::future::poll_once;
 
+/// Runs `fut` on a fresh two-worker runtime, failing the test (instead of hanging) if it has
+/// not finished after [`PATIENCE`].
 fn run<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
-    let rt = eddy::Builder::new().workers(2).build().unwrap();
-    rt.block_on(async move {
-        eddy::time::timeout(Duration::from_secs(20), fut)
-            .await
-            .expect("test timed out")
-    })
+    with_deadline(PATIENCE, move || eddy_tests::rt(2).block_on(fut))
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -20,6 +19,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// UDP datagrams arrive whole with their sender's address, unconnected and connected.
 #[test]
 fn udp_send_to_recv_from_and_connected() {
     run(async {
@@ -42,23 +42,31 @@ fn udp_send_to_recv_from_and_connected() {
     });
 }
 
+/// A `recv_from` that found nothing waits, and completes when a datagram arrives later.
 #[test]
 fn udp_recv_waits_for_a_datagram() {
     run(async {
         let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let addr = a.local_addr().unwrap();
-        let sender = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.send_to(b"late", addr).unwrap();
-        });
+        let sender = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let mut buf = [0u8; 8];
-        let (n, _) = a.recv_from(&mut buf).await.unwrap();
+        let (n, from) = {
+            let mut recv = pin!(a.recv_from(&mut buf));
+            assert!(
+                poll_once(recv.as_mut()).await.is_none(),
+                "recv_from completed with nothing sent"
+            );
+            // Sent only now that the receiver is waiting.
+            sender.send_to(b"late", addr).unwrap();
+            recv.await.unwrap()
+        };
         assert_eq!(&buf[..n], b"late");
-        sender.join().unwrap();
+        assert_eq!(from, sender.local_addr().unwrap());
     });
 }
 
+/// Unix streams: a listener accepts and echoes; a pair's write half, dropped, gives EOF to
+/// the peer while the other direction still works.
 #[test]
 fn unix_stream_listener_and_pair() {
     let dir = temp_dir("stream");
@@ -102,6 +110,8 @@ fn unix_stream_listener_and_pair() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Unix datagrams arrive whole: bound (with the sender's path), from a pair, and from an
+/// unbound socket connected to a bound one.
 #[test]
 fn unix_datagrams() {
     let dir = temp_dir("dgram");
@@ -124,7 +134,7 @@ fn unix_datagrams() {
         u.connect(&pa).unwrap();
         u.send(b"unbound").await.unwrap();
         let n = a.recv(&mut buf).await.unwrap();
-        assert_eq!(&buf[..n], b"unbound"[..n].as_ref());
+        assert_eq!(&buf[..n], b"unbound");
     });
     std::fs::remove_dir_all(dir).unwrap();
 }

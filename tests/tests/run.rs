@@ -4,8 +4,10 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use eddy_tests::{wait_until, with_deadline, HeldJob, PATIENCE};
 
 struct DropCount(Arc<AtomicUsize>);
 impl Drop for DropCount {
@@ -28,11 +30,13 @@ fn recording_runtime(timeout: Duration) -> (eddy::Runtime, Arc<Mutex<Vec<String>
     (rt, reports)
 }
 
+/// `run` returns main's value and drops every task left over (idle ones and one sleeping for
+/// an hour), reporting nothing.
 #[test]
 fn run_returns_the_value_and_cancels_leftover_tasks() {
     let dropped = Arc::new(AtomicUsize::new(0));
     let d = dropped.clone();
-    let (rt, reports) = recording_runtime(Duration::from_secs(5));
+    let (rt, reports) = recording_runtime(PATIENCE);
     let out = rt
         .run(async move {
             for _ in 0..1000 {
@@ -71,9 +75,11 @@ impl Drop for PanicOnDrop {
     }
 }
 
+/// A destructor that panics while the shutdown cancels its task is reported to the exception
+/// handler as an unhandled error during shutdown.
 #[test]
 fn errors_during_shutdown_are_reported() {
-    let (rt, reports) = recording_runtime(Duration::from_secs(5));
+    let (rt, reports) = recording_runtime(PATIENCE);
     rt.run(async {
         let bomb = PanicOnDrop; // owned by the task's future from the start
         drop(eddy::spawn(async move {
@@ -93,47 +99,67 @@ fn errors_during_shutdown_are_reported() {
     assert!(reports[0].contains("destructor failed"), "{}", reports[0]);
 }
 
+/// Tasks that cannot be cancelled within the shutdown timeout (both workers are held until
+/// `run` has returned, so nobody can poll them) are reported as pending, with where they were
+/// spawned, and `run` returns without waiting for the workers.
 #[test]
 fn tasks_that_will_not_stop_are_reported_as_pending() {
-    let (rt, reports) = recording_runtime(Duration::from_millis(200));
-    let start = Instant::now();
-    rt.run(async {
-        // An idle task...
-        let (polled_tx, polled_rx) = async_channel::bounded::<()>(1);
-        drop(eddy::spawn(async move {
-            polled_tx.send(()).await.unwrap();
-            std::future::pending::<()>().await
-        }));
-        polled_rx.recv().await.unwrap();
-        // ...and both workers stuck for longer than the shutdown timeout, so nobody can
-        // poll it to cancel it.
-        let busy = Arc::new(AtomicUsize::new(0));
-        for _ in 0..2 {
-            let busy = busy.clone();
+    with_deadline(PATIENCE, || {
+        let (rt, reports) = recording_runtime(Duration::from_millis(200));
+        let handle = rt.handle();
+        let held = [HeldJob::new(), HeldJob::new()];
+        let mut jobs = Vec::new();
+        let held: Vec<HeldJob> = held
+            .into_iter()
+            .map(|(held, job)| {
+                jobs.push(job);
+                held
+            })
+            .collect();
+        let mut spawn_line = 0;
+        rt.run(async {
+            // An idle task...
+            let (polled_tx, polled_rx) = async_channel::bounded::<()>(1);
+            spawn_line = line!() + 1;
             drop(eddy::spawn(async move {
-                busy.fetch_add(1, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(700));
+                polled_tx.send(()).await.unwrap();
+                std::future::pending::<()>().await
             }));
+            polled_rx.recv().await.unwrap();
+            // ...and both workers held (each held job blocks the worker that runs it, so two
+            // started jobs are on two workers) until `run` has returned.
+            for job in jobs {
+                handle.call_soon_threadsafe(job).unwrap();
+            }
+            for h in &held {
+                h.wait_started();
+            }
+        })
+        .unwrap();
+        for h in &held {
+            h.release();
         }
-        // Wait on this thread (not with an eddy timer: the workers are the ones stuck).
-        while busy.load(Ordering::SeqCst) < 2 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    })
-    .unwrap();
-    let elapsed = start.elapsed();
-    assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
-    let reports = reports.lock().unwrap();
-    assert!(
-        reports
+        let reports = reports.lock().unwrap();
+        let pending: Vec<&String> = reports
             .iter()
-            .any(|r| r.contains("Task was destroyed but it is pending!")
-                && r.contains("tests/tests/run.rs")),
-        "{reports:?}"
-    );
+            .filter(|r| r.contains("Task was destroyed but it is pending!"))
+            .collect();
+        assert_eq!(pending.len(), 1, "{reports:?}");
+        let at = format!("{}:{spawn_line}:", file!());
+        assert!(pending[0].contains(&at), "not spawned at {at}: {reports:?}");
+    });
 }
 
 const CHILD_ENV: &str = "EDDY_RUN_CHILD";
+
+/// Prints `CANCELLING` when dropped: tells the parent that the shutdown has begun to cancel
+/// tasks, which happens after `run` dropped its SIGINT listener.
+struct AnnounceDrop;
+impl Drop for AnnounceDrop {
+    fn drop(&mut self) {
+        println!("CANCELLING");
+    }
+}
 
 /// The program the Ctrl-C tests run in a child process.
 #[test]
@@ -143,15 +169,27 @@ fn run_child() {
     };
     let rt = eddy::Builder::new()
         .workers(2)
-        .run_shutdown_timeout(Duration::from_secs(10))
+        .run_shutdown_timeout(PATIENCE)
         .build()
         .unwrap();
     let res = rt.run(async move {
         if mode == "stuck-shutdown" {
-            // Make the shutdown take long: a worker busy for 10 s cannot drop its tasks.
-            drop(eddy::spawn(async {
-                std::thread::sleep(Duration::from_secs(10));
+            // Make the shutdown take long: a worker busy in a long job cannot drop its
+            // tasks (the parent ends this process long before the job would end).
+            let (busy_tx, busy_rx) = async_channel::bounded::<()>(1);
+            drop(eddy::spawn(async move {
+                busy_tx.send(()).await.unwrap();
+                std::thread::sleep(PATIENCE * 4);
             }));
+            busy_rx.recv().await.unwrap();
+            // An idle task the shutdown cancels on the other worker.
+            let (polled_tx, polled_rx) = async_channel::bounded::<()>(1);
+            drop(eddy::spawn(async move {
+                let _announce = AnnounceDrop;
+                polled_tx.send(()).await.unwrap();
+                std::future::pending::<()>().await
+            }));
+            polled_rx.recv().await.unwrap();
         }
         println!("READY");
         std::future::pending::<()>().await
@@ -162,61 +200,120 @@ fn run_child() {
     }
 }
 
-fn spawn_child(
-    mode: &str,
-) -> (
-    std::process::Child,
-    std::io::Lines<BufReader<std::process::ChildStdout>>,
-) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "run_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, mode)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, lines)
+/// A child process running `run_child`, its stdout read line by line on a thread of its own
+/// so that every wait has a deadline. Killed when dropped (a failing test leaves nothing).
+struct Child {
+    process: std::process::Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
 }
 
-fn wait_for(lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>, what: &str) {
-    for line in lines.by_ref() {
-        if line.unwrap().contains(what) {
-            return;
+impl Child {
+    fn spawn(mode: &str) -> Child {
+        let mut process = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "run_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, mode)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = BufReader::new(process.stdout.take().unwrap());
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Child {
+            process,
+            lines,
+            seen: Vec::new(),
         }
     }
-    panic!("the child ended before printing {what}");
+
+    /// Waits (up to [`PATIENCE`]) for a line that contains `what`.
+    fn wait_for(&mut self, what: &str) {
+        loop {
+            match self.lines.recv_timeout(PATIENCE) {
+                Ok(line) => {
+                    let found = line.contains(what);
+                    self.seen.push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("the child did not print {what}: {:?}", self.seen)
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the child ended before printing {what}: {:?}", self.seen)
+                }
+            }
+        }
+    }
+
+    fn sigint(&self) {
+        let pid = self.process.id() as i32;
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        let sent = unsafe { libc::kill(pid, libc::SIGINT) };
+        assert_eq!(sent, 0);
+    }
+
+    /// Waits (up to [`PATIENCE`]) for the child to exit; returns its status and every line
+    /// it printed.
+    fn wait(&mut self) -> (std::process::ExitStatus, Vec<String>) {
+        let exited = wait_until(PATIENCE, || {
+            self.process
+                .try_wait()
+                .expect("wait for the child")
+                .is_some()
+        });
+        assert!(exited, "the child did not exit: {:?}", self.seen);
+        let status = self.process.wait().unwrap();
+        // The pipe is closed now: the reader thread sends what is left, then hangs up.
+        while let Ok(line) = self.lines.recv_timeout(PATIENCE) {
+            self.seen.push(line);
+        }
+        (status, self.seen.clone())
+    }
 }
 
-fn sigint(child: &std::process::Child) {
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
 }
 
+/// The first Ctrl-C cancels the main future and `run` returns `RunError::Interrupted`.
 #[test]
 fn first_ctrl_c_cancels_main_and_run_returns_interrupted() {
-    let (mut child, mut lines) = spawn_child("plain");
-    wait_for(&mut lines, "READY");
-    std::thread::sleep(Duration::from_millis(50));
-    sigint(&child);
-    wait_for(&mut lines, "INTERRUPTED");
-    assert!(child.wait().unwrap().success());
+    let mut child = Child::spawn("plain");
+    // `run` registers its SIGINT listener before it polls the main future, which prints
+    // READY on its first poll.
+    child.wait_for("READY");
+    child.sigint();
+    child.wait_for("INTERRUPTED");
+    let (status, lines) = child.wait();
+    assert!(status.success(), "{status}: {lines:?}");
 }
 
+/// A second Ctrl-C during the shutdown that the first one started terminates the process by
+/// SIGINT at once: the shutdown (which would wait up to the run timeout for a worker held in
+/// a long job) does not run to its end, so INTERRUPTED is never printed.
 #[test]
 fn second_ctrl_c_exits_at_once() {
     use std::os::unix::process::ExitStatusExt;
-    let (mut child, mut lines) = spawn_child("stuck-shutdown");
-    wait_for(&mut lines, "READY");
-    std::thread::sleep(Duration::from_millis(50));
-    sigint(&child); // cancels main; the shutdown then waits on the busy worker
-    std::thread::sleep(Duration::from_millis(300));
-    let second = Instant::now();
-    sigint(&child);
-    let status = child.wait().unwrap();
+    let mut child = Child::spawn("stuck-shutdown");
+    child.wait_for("READY");
+    child.sigint(); // cancels main; the shutdown then waits on the busy worker
+    child.wait_for("CANCELLING");
+    child.sigint();
+    let (status, lines) = child.wait();
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status}: {lines:?}");
     assert!(
-        second.elapsed() < Duration::from_secs(3),
-        "{:?}",
-        second.elapsed()
+        !lines.iter().any(|l| l.contains("INTERRUPTED")),
+        "the shutdown ran to its end: {lines:?}"
     );
-    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
 }

@@ -1,90 +1,142 @@
-//! Signals on the reactor. Each test sends signals to this process, so they live in their
-//! own test binary; a listener is always registered before the signal is raised.
+//! Signals on the reactor. Every test that raises a signal runs in a child process
+//! ([`run_child_test`]): the default action of `SIGINT`, `SIGUSR1` and `SIGUSR2` terminates the
+//! process, so a listener that is not registered yet when the signal comes kills only the
+//! child, and the parent reports it as a failure. A listener is always registered before
+//! the signal is raised: `signal()` and `add_signal_handler()` register at once, and the
+//! future of `ctrl_c()` is polled by hand until it is pending.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::os::unix::process::ExitStatusExt;
+use std::pin::pin;
+use std::sync::mpsc;
 
 use eddy::signal::{add_signal_handler, remove_signal_handler, signal, SignalKind};
+use eddy_tests::{assert_child_test_passes, is_child, run_child_test, with_deadline, PATIENCE};
+use futures_lite::future::poll_once;
 
 fn raise(sig: i32) {
     // SAFETY: raise(2) has no memory-safety preconditions.
     assert_eq!(unsafe { libc::raise(sig) }, 0);
 }
 
-fn rt() -> eddy::Runtime {
-    eddy::Builder::new().workers(2).build().unwrap()
-}
-
+/// Each delivery of a signal completes one `recv`; once the deliveries are consumed, `recv`
+/// waits (a raise delivers to the raising thread before it returns, so its byte is already in
+/// the self-pipe when `recv` is polled).
 #[test]
 fn signal_recv_sees_each_delivery() {
-    let rt = rt();
-    rt.block_on(async {
-        let mut usr1 = signal(SignalKind::user_defined1()).unwrap();
-        for _ in 0..3 {
+    assert_child_test_passes("child_signal_recv_sees_each_delivery");
+}
+
+#[test]
+#[ignore = "run in a child process by signal_recv_sees_each_delivery"]
+fn child_signal_recv_sees_each_delivery() {
+    if !is_child() {
+        return;
+    }
+    with_deadline(PATIENCE, || {
+        let rt = eddy_tests::rt(2);
+        rt.block_on(async {
+            let mut usr1 = signal(SignalKind::user_defined1()).unwrap();
+            for _ in 0..3 {
+                raise(libc::SIGUSR1);
+                usr1.recv().await.unwrap();
+            }
+            assert!(
+                poll_once(usr1.recv()).await.is_none(),
+                "recv completed without a delivery"
+            );
+            // Deliveries that come while nobody awaits are remembered.
             raise(libc::SIGUSR1);
-            eddy::time::timeout(Duration::from_secs(5), usr1.recv())
-                .await
-                .expect("delivery not seen")
-                .unwrap();
-        }
-        // Nothing more pending.
-        let more = eddy::time::timeout(Duration::from_millis(50), usr1.recv()).await;
-        assert!(more.is_err());
+            raise(libc::SIGUSR1);
+            usr1.recv().await.unwrap();
+        });
     });
 }
 
+/// `ctrl_c()` completes on SIGINT once it has been polled (its first poll registers the
+/// listener), and the SIGINT does not terminate the process.
 #[test]
 fn ctrl_c_completes_on_sigint() {
-    let rt = rt();
-    rt.block_on(async {
-        let waiter = eddy::spawn(eddy::signal::ctrl_c());
-        // Wait until the listener is registered (the task has been polled once).
-        eddy::time::sleep(Duration::from_millis(50)).await;
-        raise(libc::SIGINT);
-        eddy::time::timeout(Duration::from_secs(5), waiter)
-            .await
-            .expect("ctrl_c did not complete")
-            .unwrap()
-            .unwrap();
-    });
+    assert_child_test_passes("child_ctrl_c_completes_on_sigint");
 }
 
 #[test]
+#[ignore = "run in a child process by ctrl_c_completes_on_sigint"]
+fn child_ctrl_c_completes_on_sigint() {
+    if !is_child() {
+        return;
+    }
+    with_deadline(PATIENCE, || {
+        let rt = eddy_tests::rt(2);
+        rt.block_on(async {
+            let mut waiter = pin!(eddy::signal::ctrl_c());
+            assert!(
+                poll_once(waiter.as_mut()).await.is_none(),
+                "ctrl_c completed before any SIGINT"
+            );
+            raise(libc::SIGINT);
+            waiter.await.unwrap();
+        });
+    });
+}
+
+/// A handler from `add_signal_handler` runs on a worker for each delivery. Removing it
+/// returns true once, then false, and leaves no eddy listener behind: the signal's default
+/// action is back, so the next delivery terminates the child.
+#[test]
 fn handlers_run_on_a_worker_and_can_be_removed() {
-    let rt = rt();
-    let calls = Arc::new(AtomicUsize::new(0));
-    let c = calls.clone();
-    let workers = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let w = workers.clone();
+    let (status, output) = run_child_test(
+        "child_handlers_run_on_a_worker_and_can_be_removed",
+        PATIENCE * 2,
+    );
+    assert!(
+        output.contains("HANDLER REMOVED"),
+        "the child failed before removing its handler ({status}):\n{output}"
+    );
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGUSR2),
+        "after the removal SIGUSR2 did not terminate the child ({status}):\n{output}"
+    );
+}
+
+#[test]
+#[ignore = "run in a child process by handlers_run_on_a_worker_and_can_be_removed"]
+fn child_handlers_run_on_a_worker_and_can_be_removed() {
+    if !is_child() {
+        return;
+    }
+    let rt = eddy_tests::rt(2);
+    let (tx, rx) = mpsc::channel();
     rt.block_on(async move {
         add_signal_handler(SignalKind::user_defined2(), move || {
-            c.fetch_add(1, Ordering::SeqCst);
-            w.lock()
-                .unwrap()
-                .push(std::thread::current().name().map(String::from));
+            let name = std::thread::current().name().map(String::from);
+            let _ = tx.send(name);
         })
     })
     .unwrap();
-    raise(libc::SIGUSR2);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while calls.load(Ordering::SeqCst) == 0 {
-        assert!(Instant::now() < deadline, "handler not called");
-        std::thread::sleep(Duration::from_millis(2));
+    for _ in 0..3 {
+        raise(libc::SIGUSR2);
+        let name = rx
+            .recv_timeout(PATIENCE)
+            .expect("the handler was not called")
+            .unwrap_or_default();
+        assert!(name.starts_with("eddy-worker-"), "ran on {name:?}");
     }
-    let name = workers.lock().unwrap()[0].clone().unwrap_or_default();
-    assert!(name.starts_with("eddy-worker"), "{name}");
     assert!(rt
         .block_on(async { remove_signal_handler(SignalKind::user_defined2()) })
         .unwrap());
     assert!(!rt
         .block_on(async { remove_signal_handler(SignalKind::user_defined2()) })
         .unwrap());
+    println!("HANDLER REMOVED");
+    raise(libc::SIGUSR2);
+    println!("SIGUSR2 did not terminate the process");
 }
 
+/// Signals that cannot be caught are refused with `InvalidInput`.
 #[test]
 fn uncatchable_signals_are_an_error() {
-    let rt = rt();
+    let rt = eddy_tests::rt(2);
     rt.block_on(async {
         let err = signal(SignalKind::from_raw(libc::SIGKILL)).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);

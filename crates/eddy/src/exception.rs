@@ -29,22 +29,20 @@ pub(crate) type HandlerFn = dyn Fn(&ExceptionContext) + Send + Sync + 'static;
 /// # Examples
 ///
 /// ```
-/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
 ///
-/// let seen = Arc::new(Mutex::new(Vec::new()));
-/// let log = seen.clone();
+/// let (tx, reports) = std::sync::mpsc::channel();
 /// let rt = eddy::Builder::new()
 ///     .workers(1)
 ///     .exception_handler(move |ctx: &eddy::ExceptionContext| {
-///         log.lock().unwrap().push(ctx.panic_message().unwrap_or("").to_string());
+///         let _ = tx.send(ctx.panic_message().unwrap_or("").to_string());
 ///     })
 ///     .build()?;
 /// rt.block_on(async {
 ///     eddy::call_soon(|| panic!("boom"));
-///     eddy::time::sleep(std::time::Duration::from_millis(50)).await;
 /// });
-/// assert_eq!(seen.lock().unwrap().as_slice(), ["boom"]);
-/// # Ok::<(), std::io::Error>(())
+/// assert_eq!(reports.recv_timeout(Duration::from_secs(60))?, "boom");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ExceptionContext {

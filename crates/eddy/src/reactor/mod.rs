@@ -287,11 +287,10 @@ impl Reactor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     /// Our own `epoll_wait` consumes `polling`'s oneshot notifier; `harvest` must re-arm it,
     /// or the next `notify` would not wake a sleeping worker (this wait would sleep its full
-    /// 10 s instead).
+    /// 10 s and return without the notification instead).
     #[test]
     fn every_notify_wakes_a_harvest_because_the_notifier_is_rearmed() -> io::Result<()> {
         let poller = Poller::new()?;
@@ -299,17 +298,12 @@ mod tests {
         let mut raw = RawEvents::new();
         for round in 0..3 {
             poller.notify()?;
-            let start = Instant::now();
             let mut fired = Fired::default();
             let h =
                 reactor.harvest(&poller, &mut raw, Some(Duration::from_secs(10)), &mut fired)?;
             assert!(
                 h.notified,
                 "round {round}: the wait did not see the notification"
-            );
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "round {round}: the notification did not wake the wait"
             );
         }
         // And with nothing pending, a short wait times out quietly.
