@@ -90,8 +90,12 @@ pub(crate) struct WorkerSlot {
     pub(crate) exited: AtomicBool,
     /// What a worker parked as a guest sleeps on instead of its epoll (`worker::handoff`).
     pub(crate) park_fd: ParkFd,
-    /// The sibling whose epoll holds ours while we sleep as its guest, or `NO_HOST`.
+    /// The sibling whose epoll holds ours, or `NO_HOST`: while we sleep as its guest, or
+    /// from the moment it found us stalled in a long job until our next park
+    /// (`worker::handoff`).
     pub(crate) io_host: AtomicUsize,
+    /// Set while the worker sleeps on `park_fd` as a guest: notifications go there then.
+    pub(crate) guest_asleep: AtomicBool,
     /// How many siblings' epolls are nested in ours.
     pub(crate) hosted: AtomicUsize,
 }
@@ -111,6 +115,7 @@ impl WorkerSlot {
             counters: CachePadded::new(WorkerCounters::new()),
             park_fd: ParkFd::new()?,
             io_host: AtomicUsize::new(NO_HOST),
+            guest_asleep: AtomicBool::new(false),
             hosted: AtomicUsize::new(0),
         })
     }
@@ -149,7 +154,7 @@ impl WorkerSlot {
     /// write, `Poller::notify`'s or, while the worker sleeps as a sibling's guest, that of
     /// its `park_fd` (see `worker::handoff`).
     pub(crate) fn notify(&self) {
-        if self.io_host.load(Ordering::SeqCst) != NO_HOST {
+        if self.guest_asleep.load(Ordering::SeqCst) {
             self.park_fd.wake();
             return;
         }

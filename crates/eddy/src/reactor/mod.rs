@@ -53,7 +53,7 @@ use epoll::{RawEvents, Readiness};
 pub(crate) use source::{Direction, FdCallback, Fired, Source};
 
 /// How long a busy worker may go without harvesting its IO before a sibling serves it.
-pub(crate) const STUCK_IO_GRACE: Duration = Duration::from_millis(1);
+pub(crate) const STUCK_IO_GRACE: Duration = Duration::from_micros(250);
 
 /// One worker's IO registrations.
 #[derive(Debug)]

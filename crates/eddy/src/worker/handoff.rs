@@ -127,26 +127,34 @@ impl Worker {
     /// if no sibling can take it (the caller then parks on its own epoll).
     pub(super) fn park_as_guest(&self, timeout: Option<Duration>) -> bool {
         let slot = self.slot();
-        if !slot.reactor.has_sources() || !worth_a_guest_sleep(timeout) {
-            return false;
-        }
-        let Some(host) = self.hand_off_io() else {
+        let host = if slot.reactor.has_sources() && worth_a_guest_sleep(timeout) {
+            self.hand_off_io()
+        } else {
+            None
+        };
+        let Some(host) = host else {
+            // Our own wait must be the only one on our epoll: a rescuer still nesting it
+            // would be woken by every event as well.
+            self.take_back_io();
             return false;
         };
-        // Events (or a notification) that arrived before our epoll was nested: take them
-        // ourselves rather than wait for the host to pass them on.
+        slot.guest_asleep.store(true, SeqCst);
+        // Events (or a notification) that arrived before we said so: take them ourselves
+        // rather than wait for the host to pass them on.
         if !Reactor::maybe_ready(&slot.poller) && !self.shared.is_closed() {
             slot.counters.guest_parks.add(1);
             slot.park_fd.sleep(timeout);
         }
-        self.take_back_io(host);
+        slot.guest_asleep.store(false, SeqCst);
+        self.take_back_io();
+        debug_assert_ne!(host, self.index);
         true
     }
 
     /// Between two jobs: if we host guests, have not harvested for `STUCK_IO_GRACE` (we are
-    /// in a long cycle) and a guest has events waiting, wake that guest to serve them itself.
-    /// Harvesting them here would not do: what a harvest wakes runs in our next cycle, after
-    /// the rest of this one. Checked at most every `GUEST_CHECK_INTERVAL`.
+    /// in a long cycle) and a sleeping guest has events waiting, wake that guest to serve
+    /// them itself. Harvesting them here would not do: what a harvest wakes runs in our next
+    /// cycle, after the rest of this one. Checked at most every `GUEST_CHECK_INTERVAL`.
     #[inline]
     pub(super) fn wake_guests_if_we_lag(&self) {
         let slot = self.slot();
@@ -160,19 +168,63 @@ impl Worker {
         self.next_guest_check
             .set(now + GUEST_CHECK_INTERVAL.as_nanos() as u64);
         for guest in self.shared.workers.iter() {
-            if guest.io_host.load(SeqCst) == self.index && Reactor::maybe_ready(&guest.poller) {
+            if guest.io_host.load(SeqCst) == self.index
+                && guest.guest_asleep.load(SeqCst)
+                && Reactor::maybe_ready(&guest.poller)
+            {
                 guest.notify();
             }
         }
     }
 
-    /// Nests our epoll in the first sibling that can host it. Returns the host.
+    /// Rescue: nests the epoll of sibling `stalled`, awake but not harvesting (stuck in a
+    /// long job, or its thread waiting for a CPU), in ours, so that its events wake us and
+    /// are served here until it parks again (then it takes its epoll back). False if the
+    /// nesting rules forbid it now: it is nested somewhere already, or hosts guests itself
+    /// (nesting is one level deep).
+    pub(super) fn host_stalled(&self, stalled: usize) -> bool {
+        let shared = &*self.shared;
+        let me = self.slot();
+        let them = &shared.workers[stalled];
+        let _guard = shared.handoff.lock();
+        if them.io_host.load(SeqCst) != NO_HOST
+            || them.hosted.load(SeqCst) != 0
+            || them.is_parked()
+            || them.exited.load(SeqCst)
+        {
+            return false;
+        }
+        // We are awake: if a rescuer still nests our epoll, take it back first (a host is
+        // nobody's guest, and nesting `them` under us while we sit under them is a loop).
+        self.take_back_io_locked();
+        let key = epoll::NESTED_KEY_BASE + stalled;
+        if epoll::add_nested(&me.poller, &them.poller, key).is_err() {
+            return false;
+        }
+        them.io_host.store(self.index, SeqCst);
+        me.hosted.fetch_add(1, SeqCst);
+        true
+    }
+
+    /// Whether sibling `w`'s epoll is nested in ours while it is awake (a rescue), so that
+    /// its timers are ours to watch too.
+    pub(super) fn rescues(&self, w: &crate::shared::WorkerSlot) -> bool {
+        w.io_host.load(SeqCst) == self.index && !w.guest_asleep.load(SeqCst)
+    }
+
+    /// Nests our epoll in the sibling that can host it (or keeps it where a rescuer put
+    /// it). Returns the host.
     fn hand_off_io(&self) -> Option<usize> {
         let shared = &*self.shared;
         let me = self.slot();
         let _guard = shared.handoff.lock();
         if me.hosted.load(SeqCst) != 0 {
             return None;
+        }
+        let nested_in = me.io_host.load(SeqCst);
+        if nested_in != NO_HOST {
+            // A rescuer hosts us already, and a host is nobody's guest: stay there.
+            return Some(nested_in);
         }
         let candidates = shared
             .workers
@@ -192,11 +244,24 @@ impl Worker {
         Some(host)
     }
 
-    /// Takes our epoll back from `host`; it is ours to wait on again.
-    fn take_back_io(&self, host: usize) {
+    /// Takes our epoll back from whoever nests it, if anyone; it is ours alone to wait on
+    /// again.
+    fn take_back_io(&self) {
+        if self.slot().io_host.load(SeqCst) == NO_HOST {
+            return;
+        }
+        let _guard = self.shared.handoff.lock();
+        self.take_back_io_locked();
+    }
+
+    /// `take_back_io` with `Shared::handoff` held.
+    fn take_back_io_locked(&self) {
         let shared = &*self.shared;
         let me = self.slot();
-        let _guard = shared.handoff.lock();
+        let host = me.io_host.load(SeqCst);
+        if host == NO_HOST {
+            return;
+        }
         if let Err(e) = epoll::delete_nested(&shared.workers[host].poller, &me.poller) {
             tracing::error!(
                 "eddy worker {}: taking back its epoll failed: {e}",

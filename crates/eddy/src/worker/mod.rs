@@ -69,6 +69,16 @@ const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
 
+/// After a harvest of sibling `w`'s epoll consumed a notification meant for it: pass it on
+/// if `w` sleeps (as a guest, or in its own epoll). An awake sibling needs none: before it
+/// sleeps it looks again at everything a notification announces (`Worker::park`), and
+/// repeating it to an awake sibling whose epoll we nest would only wake us again.
+fn pass_on_notification(w: &WorkerSlot) {
+    if w.is_parked() {
+        w.notify();
+    }
+}
+
 /// The thread-local half of a worker.
 pub(crate) struct Worker {
     index: usize,
@@ -260,8 +270,7 @@ impl Worker {
         for &g in &guests {
             let guest = &self.shared.workers[g];
             if self.harvest_one(guest, Some(Duration::ZERO), fired) {
-                // Our harvest consumed a notification meant for the guest: pass it on.
-                guest.notify();
+                pass_on_notification(guest);
             }
         }
         fired.nested.clear();
@@ -425,6 +434,12 @@ impl Worker {
         slot.park_deadline.store(deadline.max(1), SeqCst);
         // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
         deadline = deadline.min(slot.timers.next_deadline_nanos());
+        // The timers of siblings we rescue from a long job are ours to fire on time.
+        if !paused && slot.hosted.load(SeqCst) != 0 {
+            for w in shared.workers.iter().filter(|w| self.rescues(w)) {
+                deadline = deadline.min(w.timers.next_deadline_nanos());
+            }
+        }
         // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
         let work_arrived = !slot.inbox.is_empty()
             || !slot.handed.is_empty()

@@ -198,12 +198,27 @@ impl Worker {
         timers || io
     }
 
-    /// Harvests the IO of siblings that have not for `STUCK_IO_GRACE` and have events
-    /// waiting: they are stuck in a long job, or their thread waits for a CPU (a worker woken
-    /// from its park counts: its events sit in the kernel until it runs).
+    /// Serves the IO of awake siblings that have not harvested for `STUCK_IO_GRACE`: they are
+    /// stuck in a long job, or their thread waits for a CPU (a worker woken from its park
+    /// counts: its events sit in the kernel until it runs). Their epoll is nested in ours
+    /// from now until they park again (`host_stalled`), so that what arrives next wakes us
+    /// at once; what is waiting already is harvested here.
     fn rescue_stranded_io(&self) -> bool {
+        let workers = &self.shared.workers;
+        if workers.len() == 1 {
+            return false;
+        }
         let now = self.slot().timers.nanos(Instant::now());
         let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        for (i, w) in workers.iter().enumerate() {
+            let stalled = i != self.index
+                && w.reactor.has_sources()
+                && !w.is_parked()
+                && now.saturating_sub(w.reactor.last_polled()) >= grace;
+            if stalled {
+                self.host_stalled(i);
+            }
+        }
         self.harvest_siblings(|w| {
             let stranded = now.saturating_sub(w.reactor.last_polled()) >= grace
                 && Reactor::maybe_ready(&w.poller);
@@ -227,8 +242,7 @@ impl Worker {
                 continue;
             }
             if self.harvest(w, Some(Duration::ZERO), &mut fired) {
-                // Our wait consumed a notification meant for the owner: repeat it.
-                w.notify();
+                super::pass_on_notification(w);
             }
         }
         let found = !fired.wakers.is_empty() || !fired.callbacks.is_empty();
@@ -247,6 +261,8 @@ impl Worker {
         let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
         let mut due = std::mem::take(&mut *self.due.borrow_mut());
         for (i, w) in workers.iter().enumerate() {
+            // A sibling we rescue is known to be stuck: no grace.
+            let grace = if self.rescues(w) { 0 } else { grace };
             if i != self.index && w.timers.next_deadline_nanos().saturating_add(grace) <= now_nanos
             {
                 w.timers.try_take_due(now, &mut due);
