@@ -114,7 +114,8 @@ impl BlockingPool {
                     // `eddy::time()` work inside them, as inside `block_on`.
                     let _guest = crate::context::enter_guest(shared2.clone());
                     let pool = &shared2.blocking;
-                    pool.hooks.wrap(|| pool.run_thread(&shared2));
+                    pool.hooks
+                        .wrap(&shared2.handler, || pool.run_thread(&shared2));
                 });
             if let Err(e) = spawned {
                 pool.live.fetch_sub(1, Ordering::Relaxed);

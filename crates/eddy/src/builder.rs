@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,20 +55,22 @@ pub(crate) struct ThreadHooks {
 }
 
 impl ThreadHooks {
-    /// Runs `body` between the start and stop hooks.
-    pub(crate) fn wrap(&self, body: impl FnOnce()) {
+    /// Runs `body` between the start and stop hooks. A hook that panics is reported to
+    /// `handler`; the thread goes on (or ends) as if it had returned.
+    pub(crate) fn wrap(&self, handler: &ExceptionHandler, body: impl FnOnce()) {
         if let Some(f) = &self.on_start {
-            f();
+            handler.contain("Exception in the on_thread_start hook", || f());
         }
-        struct Stop<'a>(&'a ThreadHooks);
+        struct Stop<'a>(&'a ThreadHooks, &'a ExceptionHandler);
         impl Drop for Stop<'_> {
             fn drop(&mut self) {
                 if let Some(f) = &self.0.on_stop {
-                    f();
+                    self.1
+                        .contain("Exception in the on_thread_stop hook", || f());
                 }
             }
         }
-        let _stop = Stop(self);
+        let _stop = Stop(self, handler);
         body();
     }
 }
@@ -305,7 +308,18 @@ impl Builder {
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-{index}", self.thread_name))
                 .spawn(move || {
-                    hooks.wrap(|| Rc::new(Worker::new(index, shared2.clone(), queue)).run_thread());
+                    hooks.wrap(&shared2.handler, || {
+                        let worker = Rc::new(Worker::new(index, shared2.clone(), queue));
+                        let run = worker.clone();
+                        // The loop contains every panic of user code; one that still gets
+                        // out is ours, and must not leave the runtime waiting for a thread
+                        // that is gone.
+                        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || {
+                            run.run_thread();
+                        })) {
+                            shared2.worker_died(index, worker.is_searching(), payload);
+                        }
+                    });
                     // Last: shutdown waits for this, so the stop hook has run by then.
                     shared2.worker_exited();
                 });

@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::contextvar::{self, Context};
+use crate::exception;
 use crate::timer::TimerQueue;
 
 const PENDING: u8 = 0;
@@ -91,7 +92,13 @@ impl<F: FnOnce() + Send + 'static> CallbackCell<F> {
         let f = unsafe { (*cell.slot.get()).take() };
         match f {
             Some(f) if run => contextvar::run_in(&cell.header.context, f),
-            f => drop(f),
+            // Cancelled: by a handle, a timer heap's tidy, or the runtime's shutdown, all
+            // places that must go on if the closure's destructor panics.
+            f => {
+                exception::contain_here("Exception while dropping a cancelled callback", || {
+                    drop(f)
+                });
+            }
         }
     }
 
@@ -101,7 +108,13 @@ impl<F: FnOnce() + Send + 'static> CallbackCell<F> {
     /// is gone.
     unsafe fn dealloc(ptr: NonNull<Header>) {
         // SAFETY: the cell was made by `Box::new` in `Callback::new`, nobody can reach it.
-        drop(unsafe { Box::from_raw(ptr.cast::<Self>().as_ptr()) });
+        let cell = unsafe { Box::from_raw(ptr.cast::<Self>().as_ptr()) };
+        // Whoever drops the last reference (often a worker, after running it) must go on if
+        // the closure (never run nor cancelled) or a context value panics when dropped.
+        exception::contain_here(
+            "Exception while freeing a callback (its closure or context)",
+            || drop(cell),
+        );
     }
 }
 

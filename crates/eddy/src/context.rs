@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::callback::{Callback, Handle, TimerHandle};
+use crate::exception;
 use crate::shared::{Job, Shared};
 use crate::task::{self, Runnable, Task};
 use crate::timer::TimerAction;
@@ -51,10 +52,15 @@ impl Drop for EnterGuard {
         // Take the value out first: dropping an `Rc<Worker>` may run arbitrary drops.
         let old = CURRENT.with(|c| c.borrow_mut().take());
         drop(old);
+        drop(exception::serve_here(None));
     }
 }
 
 fn enter(current: Current) -> EnterGuard {
+    let handler = match &current {
+        Current::Worker(w) => w.shared().handler.clone(),
+        Current::Guest(s) => s.handler.clone(),
+    };
     CURRENT.with(|c| {
         let mut c = c.borrow_mut();
         if c.is_some() {
@@ -62,6 +68,7 @@ fn enter(current: Current) -> EnterGuard {
         }
         *c = Some(current);
     });
+    drop(exception::serve_here(Some(handler)));
     EnterGuard(())
 }
 

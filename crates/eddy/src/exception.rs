@@ -11,6 +11,7 @@
 //! can unwind through a worker's loop.
 
 use std::any::Any;
+use std::cell::RefCell;
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::sync::Arc;
@@ -167,6 +168,71 @@ impl ExceptionHandler {
             }
         }
     }
+}
+
+impl ExceptionHandler {
+    /// Runs `f`, user code that the runtime calls for its own reasons (a waker, a destructor,
+    /// a thread hook). A panic goes to the handler, with `what` as the message, and no
+    /// further. True if `f` returned.
+    pub(crate) fn contain(&self, what: &str, f: impl FnOnce()) -> bool {
+        match panic::catch_unwind(AssertUnwindSafe(f)) {
+            Ok(()) => true,
+            Err(payload) => {
+                self.call(&ExceptionContext::new(what).with_panic(&*payload));
+                drop_payload(payload);
+                false
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// The handler of the runtime this thread serves, while it serves one (set by
+    /// `context` when a thread becomes a worker or enters `block_on`).
+    static HERE: RefCell<Option<ExceptionHandler>> = const { RefCell::new(None) };
+}
+
+/// Records which runtime's handler [`contain_here`] uses on this thread (`None`: none);
+/// returns the one recorded before.
+pub(crate) fn serve_here(handler: Option<ExceptionHandler>) -> Option<ExceptionHandler> {
+    // During the thread's destruction its locals may be gone: nothing to record then.
+    HERE.try_with(|h| std::mem::replace(&mut *h.borrow_mut(), handler))
+        .ok()
+        .flatten()
+}
+
+impl ExceptionHandler {
+    /// Runs `f` with this handler as the one [`contain_here`] reports to on this thread:
+    /// for work a runtime does on a thread that is not its own (its shutdown, on the
+    /// thread that drops it).
+    pub(crate) fn serving<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<ExceptionHandler>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                serve_here(self.0.take());
+            }
+        }
+        let _restore = Restore(serve_here(Some(self.clone())));
+        f()
+    }
+}
+
+/// [`ExceptionHandler::contain`] with the handler of the runtime this thread serves (a
+/// worker, a blocking-pool or `block_on` thread), or the default handler on any other
+/// thread: for user code run where no runtime is at hand, such as a destructor run by
+/// whoever drops the last reference to a cell.
+pub(crate) fn contain_here(what: &str, f: impl FnOnce()) -> bool {
+    let Err(payload) = panic::catch_unwind(AssertUnwindSafe(f)) else {
+        return true;
+    };
+    let ctx = ExceptionContext::new(what).with_panic(&*payload);
+    let handler = HERE.try_with(|h| h.borrow().clone()).ok().flatten();
+    match handler {
+        Some(handler) => handler.call(&ctx),
+        None => default_handler(&ctx),
+    }
+    drop_payload(payload);
+    false
 }
 
 impl fmt::Debug for ExceptionHandler {

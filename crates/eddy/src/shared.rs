@@ -24,6 +24,7 @@
 //! so nothing is stranded in a queue of a dead runtime (which would also leak it: queued
 //! tasks point back to `Shared`).
 
+use std::any::Any;
 use std::fmt;
 use std::sync::atomic::{self, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,7 +38,7 @@ use polling::Poller;
 use crate::blocking::BlockingPool;
 use crate::clock::Clock;
 use crate::context;
-use crate::exception::ExceptionHandler;
+use crate::exception::{ExceptionContext, ExceptionHandler};
 pub(crate) use crate::job::Job;
 use crate::metrics::WorkerCounters;
 use crate::reactor::Reactor;
@@ -88,6 +89,12 @@ pub(crate) struct WorkerSlot {
     /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
     /// dropped on their thread.
     pub(crate) exited: AtomicBool,
+    /// Set when the worker's thread died (a bug of ours): siblings adopt its queue, timers
+    /// and sockets for good (`Shared::worker_died`).
+    pub(crate) dead: AtomicBool,
+    /// Tests only: makes the worker's loop panic at its next cycle, as a bug of ours would.
+    #[cfg(test)]
+    pub(crate) fault: AtomicBool,
     /// What a worker parked as a guest sleeps on instead of its epoll (`worker::handoff`).
     pub(crate) park_fd: ParkFd,
     /// The sibling whose epoll holds ours, or `NO_HOST`: while we sleep as its guest, or
@@ -111,6 +118,9 @@ impl WorkerSlot {
             handed: Injector::new(),
             park_deadline: AtomicU64::new(AWAKE),
             exited: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+            #[cfg(test)]
+            fault: AtomicBool::new(false),
             cycles: AtomicU64::new(0),
             counters: CachePadded::new(WorkerCounters::new()),
             park_fd: ParkFd::new()?,
@@ -160,6 +170,17 @@ impl WorkerSlot {
         }
         if let Err(e) = self.poller.notify() {
             tracing::error!("failed to wake an eddy worker: {e}");
+        }
+    }
+}
+
+/// Takes everything out of a queue with `steal` and hands each item to `dispose`.
+fn drain_queue<T>(mut steal: impl FnMut() -> Steal<T>, mut dispose: impl FnMut(T)) {
+    loop {
+        match steal() {
+            Steal::Success(item) => dispose(item),
+            Steal::Retry => continue,
+            Steal::Empty => break,
         }
     }
 }
@@ -355,13 +376,13 @@ impl Shared {
     /// Pushes a job from a thread that is not a worker of this runtime, and wakes a worker.
     pub(crate) fn push_remote(&self, job: Job) {
         if self.is_closed() {
-            job.discard();
+            self.handler.serving(|| job.discard());
             return;
         }
         self.injector.push(job);
         atomic::fence(Ordering::SeqCst);
         if self.is_closed() {
-            self.drain_injector();
+            self.handler.serving(|| self.drain_injector());
         } else {
             self.wake_idle();
         }
@@ -436,6 +457,39 @@ impl Shared {
     }
 
     /// Called by each worker thread as its very last action.
+    /// Worker `index`'s thread unwound out of its loop (a bug of ours, `payload` its panic):
+    /// reports it and lets the others carry on without it. It no longer counts as awake or
+    /// searching and is never woken; its pinned tasks can no longer run (their wakes are
+    /// dropped, as after an exit); its stealable queue, timer heap and sockets stay in its
+    /// slot, where siblings serve them as they serve a worker stuck in a long job, which
+    /// is what it now looks like to them. Shutdown then counts it as exited.
+    pub(crate) fn worker_died(
+        &self,
+        index: usize,
+        was_searching: bool,
+        payload: Box<dyn Any + Send>,
+    ) {
+        let slot = &self.workers[index];
+        slot.dead.store(true, Ordering::SeqCst);
+        slot.exited.store(true, Ordering::SeqCst);
+        slot.park_deadline.store(AWAKE, Ordering::SeqCst);
+        self.idle.retire(index, was_searching);
+        let ctx = ExceptionContext::new(format!(
+            "eddy worker {index} died (a bug in eddy); its siblings go on serving its tasks, \
+             timers and sockets"
+        ))
+        .with_panic(&*payload);
+        self.handler.call(&ctx);
+        crate::exception::drop_payload(payload);
+        // A parked sibling may be the only one left: make sure someone looks.
+        for (i, w) in self.workers.iter().enumerate() {
+            if i != index && w.is_parked() {
+                w.notify();
+                break;
+            }
+        }
+    }
+
     pub(crate) fn worker_exited(&self) {
         *self.exited.lock() += 1;
         self.exited_cv.notify_all();
@@ -472,6 +526,12 @@ impl Shared {
     /// future). Pinned tasks are left to their owner worker, which drains them on exit.
     pub(crate) fn drain(&self) {
         debug_assert!(self.is_closed());
+        // Often on the thread that drops the runtime: destructors that panic here are still
+        // this runtime's to report.
+        self.handler.clone().serving(|| self.drain_all());
+    }
+
+    fn drain_all(&self) {
         self.blocking.shutdown();
         self.drain_injector();
         for waker in self.registry.take(None) {
@@ -484,10 +544,24 @@ impl Shared {
                         c.cancel();
                     }
                     TimerAction::Wake(s) => {
-                        s.cancel();
+                        let handler = &self.handler;
+                        handler.contain("Exception while dropping a sleep's waker", || {
+                            s.cancel();
+                        });
                     }
                 }
             }
+        }
+        // What dead workers left in their queues: nobody else owns it.
+        for w in self
+            .workers
+            .iter()
+            .filter(|w| w.dead.load(Ordering::SeqCst))
+        {
+            drain_queue(|| w.stealer.steal(), Job::discard);
+            drain_queue(|| w.handed.steal(), Job::discard);
+            // Pinned tasks: their futures may not be dropped away from their (gone) thread.
+            drain_queue(|| w.inbox.steal(), std::mem::forget);
         }
         // Tasks woken above may have scheduled more work before noticing the close.
         self.drain_injector();

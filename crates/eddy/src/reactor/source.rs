@@ -228,7 +228,10 @@ impl Source {
             w
         };
         for w in wakers {
-            w.wake();
+            crate::exception::contain_here(
+                "Exception in a waker woken by a closing IO source",
+                || w.wake(),
+            );
         }
     }
 }

@@ -89,7 +89,9 @@ impl SleepCell {
             .compare_exchange(SLEEPING, FIRED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
         {
-            if let Some(w) = self.waker.lock().take() {
+            // Out of the lock first: a waker may poll (and so `set_waker`) inline.
+            let waker = self.waker.lock().take();
+            if let Some(w) = waker {
                 w.wake();
             }
         }
@@ -115,7 +117,9 @@ impl SleepCell {
             .compare_exchange(SLEEPING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok();
         if won {
-            drop(self.waker.lock().take());
+            // Out of the lock: a waker's destructor is user code.
+            let waker = self.waker.lock().take();
+            drop(waker);
         }
         won
     }

@@ -187,10 +187,12 @@ impl Worker {
         let me = self.slot();
         let them = &shared.workers[stalled];
         let _guard = shared.handoff.lock();
+        // An exited worker is gone for good at shutdown; a dead one is adopted.
+        let gone = them.exited.load(SeqCst) && !them.dead.load(SeqCst);
         if them.io_host.load(SeqCst) != NO_HOST
             || them.hosted.load(SeqCst) != 0
             || them.is_parked()
-            || them.exited.load(SeqCst)
+            || gone
         {
             return false;
         }

@@ -117,6 +117,21 @@ impl Idle {
         }
     }
 
+    /// Worker `index` died (a bug of ours) with its `searching` flag as given: it is taken
+    /// off the parked list, and from then on it counts as parked and never searching, so
+    /// that nobody waits for it to search and "every worker is parked" can still come true.
+    /// Nobody wakes it: it is not on the list.
+    pub(crate) fn retire(&self, index: usize, searching: bool) {
+        let mut parked = self.parked.lock();
+        if let Some(pos) = parked.iter().position(|&i| i == index) {
+            // Counted parked (and not searching) already.
+            parked.swap_remove(pos);
+            return;
+        }
+        self.state
+            .fetch_sub(UNPARKED_ONE + searching as usize, Ordering::SeqCst);
+    }
+
     #[cfg(test)]
     fn counts(&self) -> (usize, usize) {
         let s = self.state.load(Ordering::SeqCst);
@@ -175,6 +190,32 @@ mod tests {
         assert!(idle.try_start_searching());
         assert!(idle.park(0, true));
         assert!(!idle.park(1, false));
+    }
+
+    #[test]
+    fn a_retired_worker_counts_as_parked_and_is_never_woken() {
+        let idle = Idle::new(2);
+        assert!(idle.try_start_searching());
+        idle.retire(0, true);
+        assert_eq!(
+            idle.counts(),
+            (0, 1),
+            "no longer searching, no longer awake"
+        );
+        idle.park(1, false);
+        assert!(idle.all_parked());
+        assert_eq!(idle.worker_to_wake(), Some(1), "only the live one is woken");
+        assert_eq!(idle.worker_to_wake(), None);
+
+        let idle = Idle::new(2);
+        idle.park(0, false);
+        idle.retire(0, false);
+        assert_eq!(idle.counts(), (0, 2 - 1));
+        assert_eq!(
+            idle.worker_to_wake(),
+            None,
+            "a dead worker is not on the list"
+        );
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub(crate) mod idle;
 pub(crate) mod monitor;
 mod pace;
 mod siblings;
+#[cfg(test)]
+mod tests;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -152,6 +154,11 @@ impl Worker {
         &self.shared
     }
 
+    /// Whether this worker counts as searching in `Idle`.
+    pub(crate) fn is_searching(&self) -> bool {
+        self.searching.get()
+    }
+
     fn slot(&self) -> &WorkerSlot {
         &self.shared.workers[self.index]
     }
@@ -194,6 +201,10 @@ impl Worker {
 
     /// One iteration of asyncio's `_run_once`.
     fn run_once(&self) {
+        #[cfg(test)]
+        if self.slot().fault.swap(false, SeqCst) {
+            panic!("injected fault: worker {} dies", self.index);
+        }
         self.slot().count_cycle();
         self.queued_io.set(false);
         // Phase 1: tidy the timer heap (no lock, no clock read when it is empty).
@@ -303,8 +314,11 @@ impl Worker {
         }
         self.queued_io.set(true);
         self.quiet.set(true);
+        let handler = &self.shared.handler;
         for waker in fired.wakers {
-            waker.wake();
+            handler.contain("Exception in a waker woken by IO readiness", || {
+                waker.wake()
+            });
         }
         for due in fired.callbacks {
             let location = due.location;
@@ -550,10 +564,13 @@ impl Worker {
             return;
         }
         self.slot().counters.timers_fired.add(due.len() as u64);
+        let handler = &self.shared.handler;
         for action in due.drain(..) {
             match action {
                 TimerAction::Callback(c) => self.push_local(Job::from(c)),
-                TimerAction::Wake(s) => s.fire(),
+                TimerAction::Wake(s) => {
+                    handler.contain("Exception in a waker woken by a timer", || s.fire());
+                }
             }
         }
     }

@@ -121,6 +121,10 @@ pub(crate) fn run(shared: &Shared) {
         let mut moved = false;
         let (mut awake, mut parked) = (0, 0);
         for (i, w) in shared.workers.iter().enumerate() {
+            if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
+                // Gone, and what it left is served where it was adopted.
+                continue;
+            }
             let cycles = w.cycles();
             moved |= cycles != last_cycles[i];
             let is_parked = w.is_parked();
@@ -144,6 +148,14 @@ pub(crate) fn run(shared: &Shared) {
         }
         pace = MonitorPace::next(awake, parked, moved);
     }
+}
+
+/// Whether a dead worker still has something no sibling serves yet: queued jobs, or a
+/// timer heap and sockets that no sibling has adopted (nested its epoll) yet.
+fn needs_adopting(w: &crate::shared::WorkerSlot) -> bool {
+    !w.stealer.is_empty()
+        || !w.handed.is_empty()
+        || w.io_host.load(Ordering::SeqCst) == crate::worker::handoff::NO_HOST
 }
 
 #[cfg(test)]

@@ -211,10 +211,12 @@ impl Worker {
         let now = self.slot().timers.nanos(Instant::now());
         let grace = STUCK_IO_GRACE.as_nanos() as u64;
         for (i, w) in workers.iter().enumerate() {
+            // A dead worker is adopted whole: its timers come with its epoll.
             let stalled = i != self.index
-                && w.reactor.has_sources()
-                && !w.is_parked()
-                && now.saturating_sub(w.reactor.last_polled()) >= grace;
+                && (w.dead.load(SeqCst)
+                    || (w.reactor.has_sources()
+                        && !w.is_parked()
+                        && now.saturating_sub(w.reactor.last_polled()) >= grace));
             if stalled {
                 self.host_stalled(i);
             }

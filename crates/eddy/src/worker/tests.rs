@@ -1,0 +1,65 @@
+//! Whole-runtime tests of the worker loop that need a hook only a test build has.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use crate::{Builder, ExceptionContext};
+
+/// Generous: nothing here should take more than moments.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Runs `f` on its own thread; fails instead of hanging if it has not returned in time.
+fn within<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(PATIENCE * 2).expect("hang")
+}
+
+/// A worker whose loop panics (as a bug of ours would; the fault hook makes it) is reported
+/// and counted out: timers on its heap still fire, its sibling runs everything new, and
+/// dropping the runtime returns.
+#[test]
+fn a_worker_that_dies_is_counted_out_and_its_timers_adopted() {
+    within(|| {
+        let reports = Arc::new(Mutex::new(Vec::<String>::new()));
+        let log = reports.clone();
+        let rt = Builder::new()
+            .workers(2)
+            .exception_handler(move |ctx: &ExceptionContext| {
+                log.lock().unwrap().push(ctx.message().to_string())
+            })
+            .build()
+            .unwrap();
+        let shared = rt.shared().clone();
+        shared.workers[0].fault.store(true, SeqCst);
+        shared.workers[0].notify();
+        let died = || reports.lock().unwrap().iter().any(|m| m.contains("died"));
+        let end = std::time::Instant::now() + PATIENCE;
+        while !died() {
+            assert!(
+                std::time::Instant::now() < end,
+                "no report of the dead worker"
+            );
+            std::thread::yield_now();
+        }
+        assert!(shared.workers[0].dead.load(SeqCst));
+
+        // Timers from a foreign thread go round robin: half of them to the dead worker's heap.
+        let (tx, rx) = mpsc::channel();
+        for i in 0..20 {
+            let tx = tx.clone();
+            rt.handle()
+                .call_later(Duration::from_millis(1), move || tx.send(i).unwrap())
+                .unwrap();
+        }
+        let mut fired: Vec<i32> = (0..20)
+            .map(|_| rx.recv_timeout(PATIENCE).unwrap())
+            .collect();
+        fired.sort_unstable();
+        assert_eq!(fired, (0..20).collect::<Vec<_>>());
+        let task = rt.handle().spawn(async { 6 * 7 });
+        assert_eq!(rt.block_on(task).unwrap(), 42);
+        drop(rt);
+    });
+}
