@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::panic::Location;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,10 +55,37 @@ pub(crate) use source::{Direction, FdCallback, Fired, Source};
 /// How long a busy worker may go without harvesting its IO before a sibling serves it.
 pub(crate) const STUCK_IO_GRACE: Duration = Duration::from_micros(250);
 
+/// A source's key in the poller: its slot in the table in the low 32 bits and a generation
+/// above, so that an event harvested for a source that is deregistered, and its slot reused,
+/// before the event is dispatched does not reach the new source (a stale writable event
+/// could make a pending `connect` look finished). Always below `epoll::NESTED_KEY_BASE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SourceKey(usize);
+
+impl SourceKey {
+    const SLOT_BITS: u32 = 32;
+    /// Generations wrap here, keeping keys clear of the nested-epoll and notifier keys.
+    const GENERATIONS: usize = 1 << 30;
+
+    fn new(slot: usize, generation: usize) -> SourceKey {
+        debug_assert!(
+            slot < 1 << Self::SLOT_BITS,
+            "too many IO sources on one worker"
+        );
+        SourceKey(slot | (generation % Self::GENERATIONS) << Self::SLOT_BITS)
+    }
+
+    fn slot(key: usize) -> usize {
+        key & ((1 << Self::SLOT_BITS) - 1)
+    }
+}
+
 /// One worker's IO registrations.
 #[derive(Debug)]
 pub(crate) struct Reactor {
     sources: Mutex<Slab<Arc<Source>>>,
+    /// The generation of the next registration (see [`SourceKey`]); under `sources`' lock.
+    generation: AtomicUsize,
     /// Number of registered sources; read without the lock on every busy cycle.
     count: AtomicUsize,
     /// fds watched with `add_reader`/`add_writer`.
@@ -67,7 +94,16 @@ pub(crate) struct Reactor {
     last_poll: AtomicU64,
     /// Serialises `polling`'s own `wait` (our notifier re-arm) and holds its event buffer.
     rearm: Mutex<Events>,
+    /// The last re-arm failed: the notifier is disarmed (see `harvest`).
+    rearm_failed: AtomicBool,
+    /// Tests only: the next this many re-arms fail.
+    #[cfg(test)]
+    fail_rearms: AtomicUsize,
 }
+
+/// How long a wait may last while the notifier is disarmed (a re-arm failed): the longest a
+/// `notify` then goes unnoticed.
+const REARM_RETRY: Duration = Duration::from_millis(1);
 
 /// What one harvest found.
 #[derive(Debug, Default, Clone, Copy)]
@@ -82,10 +118,14 @@ impl Reactor {
     pub(crate) fn new() -> Self {
         Reactor {
             sources: Mutex::new(Slab::new()),
+            generation: AtomicUsize::new(0),
             count: AtomicUsize::new(0),
             watched: Mutex::new(HashMap::new()),
             last_poll: AtomicU64::new(0),
             rearm: Mutex::new(Events::new()),
+            rearm_failed: AtomicBool::new(false),
+            #[cfg(test)]
+            fail_rearms: AtomicUsize::new(0),
         }
     }
 
@@ -116,12 +156,14 @@ impl Reactor {
         let source = {
             let mut sources = self.sources.lock();
             let entry = sources.vacant_entry();
-            let source = Arc::new(Source::new(fd, entry.key(), worker));
+            let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+            let key = SourceKey::new(entry.key(), generation);
+            let source = Arc::new(Source::new(fd, key.0, worker));
             entry.insert(source.clone());
             source
         };
         if let Err(e) = add(source.key) {
-            self.sources.lock().remove(source.key);
+            self.sources.lock().remove(SourceKey::slot(source.key));
             return Err(e);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
@@ -135,7 +177,12 @@ impl Reactor {
         // SAFETY: so `source.fd` is still open here, for the duration of the borrow.
         let fd = unsafe { BorrowedFd::borrow_raw(source.fd) };
         let res = poller.delete(fd);
-        if self.sources.lock().try_remove(source.key).is_some() {
+        if self
+            .sources
+            .lock()
+            .try_remove(SourceKey::slot(source.key))
+            .is_some()
+        {
             self.count.fetch_sub(1, Ordering::Relaxed);
         }
         source.wake_all();
@@ -207,21 +254,42 @@ impl Reactor {
 
     /// One `epoll_wait` on `poller` (at most `timeout`), dispatched into `fired`. If the
     /// notifier fired, it is re-armed before returning, so the poller can be slept on again.
+    ///
+    /// If re-arming fails, a `notify` can no longer end a wait: until a later harvest
+    /// re-arms it, every wait is cut to [`REARM_RETRY`] and the first wait after a
+    /// successful retry does not block (the retry may have drained a notification).
     pub(crate) fn harvest(
         &self,
         poller: &Poller,
         raw: &mut RawEvents,
-        timeout: Option<Duration>,
+        mut timeout: Option<Duration>,
         fired: &mut Fired,
     ) -> io::Result<Harvest> {
+        let mut rearmed = None;
+        if self.rearm_failed.load(Ordering::Relaxed) {
+            match self.rearm_notifier(poller, fired) {
+                Ok(events) => {
+                    self.rearm_failed.store(false, Ordering::Relaxed);
+                    rearmed = Some(events);
+                    timeout = Some(Duration::ZERO);
+                }
+                Err(_) => timeout = Some(timeout.map_or(REARM_RETRY, |t| t.min(REARM_RETRY))),
+            }
+        }
         let waited = epoll::wait(poller, raw, timeout);
         let mut harvest = Harvest {
-            events: self.dispatch(raw.iter(), fired),
-            notified: raw.notified(),
+            events: self.dispatch(raw.iter(), fired) + rearmed.unwrap_or(0),
+            notified: raw.notified() || rearmed.is_some(),
         };
         fired.nested.extend(raw.nested());
-        if harvest.notified {
-            harvest.events += self.rearm_notifier(poller, fired)?;
+        if raw.notified() {
+            match self.rearm_notifier(poller, fired) {
+                Ok(events) => harvest.events += events,
+                Err(e) => {
+                    self.rearm_failed.store(true, Ordering::Relaxed);
+                    tracing::error!("eddy: re-arming a worker's notifier failed ({e}); retrying");
+                }
+            }
         }
         waited.map(|_| harvest)
     }
@@ -230,6 +298,11 @@ impl Reactor {
     /// notifier's eventfd and re-arms it (oneshot). Events it happens to harvest are
     /// dispatched too, without `EPOLLRDHUP` information.
     fn rearm_notifier(&self, poller: &Poller, fired: &mut Fired) -> io::Result<usize> {
+        #[cfg(test)]
+        if self.fail_rearms.load(Ordering::Relaxed) > 0 {
+            self.fail_rearms.fetch_sub(1, Ordering::Relaxed);
+            return Err(io::Error::other("injected re-arm failure"));
+        }
         let mut events = self.rearm.lock();
         events.clear();
         poller.wait(&mut events, Some(Duration::ZERO))?;
@@ -276,8 +349,10 @@ impl Reactor {
         let mut n = 0;
         for ev in events {
             n += 1;
-            if let Some(source) = sources.get(ev.key) {
-                source.on_event(ev, fired);
+            match sources.get(SourceKey::slot(ev.key)) {
+                Some(source) if source.key == ev.key => source.on_event(ev, fired),
+                // Deregistered after the harvest (and maybe the slot reused): stale.
+                _ => {}
             }
         }
         n
@@ -287,6 +362,88 @@ impl Reactor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct Counted(std::sync::atomic::AtomicUsize);
+    impl Wake for Counted {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A failed re-arm leaves the notifier disarmed; the next harvest re-arms it and reports
+    /// the notification sent meanwhile instead of sleeping through it (here: 10 s).
+    #[test]
+    fn a_notification_sent_while_the_notifier_could_not_be_rearmed_is_not_lost() -> io::Result<()> {
+        let poller = Poller::new()?;
+        let reactor = Reactor::new();
+        let mut raw = RawEvents::new();
+        let long = Some(Duration::from_secs(10));
+        reactor.fail_rearms.store(1, Ordering::Relaxed);
+        poller.notify()?;
+        let mut fired = Fired::default();
+        assert!(
+            reactor
+                .harvest(&poller, &mut raw, long, &mut fired)?
+                .notified
+        );
+        poller.notify()?;
+        let h = reactor.harvest(&poller, &mut raw, long, &mut fired)?;
+        assert!(h.notified, "the notification sent while disarmed was lost");
+        // Re-armed for good: the next notification wakes a wait as usual.
+        poller.notify()?;
+        assert!(
+            reactor
+                .harvest(&poller, &mut raw, long, &mut fired)?
+                .notified
+        );
+        Ok(())
+    }
+
+    /// An event harvested for a source that is then deregistered, its slot taken by a new
+    /// source, must not reach the new one.
+    #[test]
+    fn a_stale_event_does_not_reach_the_source_that_reused_its_slot() -> io::Result<()> {
+        let poller = Poller::new()?;
+        let reactor = Reactor::new();
+        let (a, _a_peer) = std::os::unix::net::UnixStream::pair()?;
+        let (b, _b_peer) = std::os::unix::net::UnixStream::pair()?;
+        let old = reactor.register(&poller, 0, a.as_fd())?;
+        let stale = Readiness {
+            key: old.key,
+            readable: true,
+            writable: true,
+            read_closed: Some(false),
+        };
+        reactor.deregister(&poller, &old)?;
+        let new = reactor.register(&poller, 0, b.as_fd())?;
+        assert_eq!(
+            SourceKey::slot(new.key),
+            SourceKey::slot(old.key),
+            "slot reused"
+        );
+        // The new source waits for a real event in both directions.
+        let counted = Arc::new(Counted(Default::default()));
+        let waker = Waker::from(counted.clone());
+        let mut cx = Context::from_waker(&waker);
+        for dir in [Direction::Read, Direction::Write] {
+            new.unset_initial_ready(dir);
+            assert!(new.poll_ready(dir, &mut cx).is_pending());
+        }
+        let mut fired = Fired::default();
+        assert_eq!(reactor.dispatch(std::iter::once(stale), &mut fired), 1);
+        assert!(
+            fired.wakers.is_empty(),
+            "the stale event woke the new source's waiter"
+        );
+        assert!(matches!(
+            new.poll_ready(Direction::Write, &mut cx),
+            Poll::Pending
+        ));
+        reactor.deregister(&poller, &new)?;
+        Ok(())
+    }
 
     /// Our own `epoll_wait` consumes `polling`'s oneshot notifier; `harvest` must re-arm it,
     /// or the next `notify` would not wake a sleeping worker (this wait would sleep its full

@@ -71,6 +71,11 @@ impl Idle {
         Some(index)
     }
 
+    /// True while some worker searches for work.
+    pub(crate) fn anyone_searching(&self) -> bool {
+        Self::searching(self.state.load(Ordering::SeqCst)) != 0
+    }
+
     /// True when every worker is parked (the caller included, once it has called `park`).
     pub(crate) fn all_parked(&self) -> bool {
         Self::unparked(self.state.load(Ordering::SeqCst)) == 0

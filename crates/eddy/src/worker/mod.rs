@@ -44,7 +44,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::rc::Rc;
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{self, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,28 @@ const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
+
+/// What a worker about to sleep sees of work that may have been pushed at it meanwhile.
+#[derive(Debug, Clone, Copy, Default)]
+struct ParkCheck {
+    /// Its pinned inbox holds wakes.
+    inbox: bool,
+    /// A sibling handed it part of a burst.
+    handed: bool,
+    /// The global injector holds jobs.
+    injector: bool,
+    /// Some worker searches for work (and so will take the injector's).
+    someone_searching: bool,
+    closed: bool,
+}
+
+/// Whether a worker must not sleep: work arrived that its pusher may not have woken anyone
+/// for. The injector counts only if nobody searches: a searcher takes it, and a worker that
+/// was refused permission to search (half the workers already do) would otherwise spin
+/// through its loop until the searcher got there.
+fn must_stay_awake(c: ParkCheck) -> bool {
+    c.inbox || c.handed || (c.injector && !c.someone_searching) || c.closed
+}
 
 /// After a harvest of sibling `w`'s epoll consumed a notification meant for it: pass it on
 /// if `w` sleeps (as a guest, or in its own epoll). An awake sibling needs none: before it
@@ -173,9 +195,14 @@ impl Worker {
         // One job is this worker's own next step (a woken partner, an IO wake-up); waking a
         // sibling to steal it would only add a cross-CPU round trip (~100 µs here). Surplus
         // work, two jobs or more, is worth a sibling.
-        if self.ready.len() > 1 && self.shared.idle.should_wake() {
-            if let Some(woken) = self.shared.wake_idle() {
-                self.helper.set(Some(woken));
+        if self.ready.len() > 1 {
+            // The push, then the idle state: a parking sibling does the reverse (`Idle::park`,
+            // then its queue checks), so one of us sees the other.
+            atomic::fence(SeqCst);
+            if self.shared.idle.should_wake() {
+                if let Some(woken) = self.shared.wake_idle() {
+                    self.helper.set(Some(woken));
+                }
             }
         }
     }
@@ -446,6 +473,9 @@ impl Worker {
             _ => u64::MAX,
         };
         slot.park_deadline.store(deadline.max(1), SeqCst);
+        // Pushers store, fence, then read `park_deadline`; we store it, fence, then read what
+        // they push (timer heaps, queues): one of us sees the other.
+        atomic::fence(SeqCst);
         // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
         deadline = deadline.min(slot.timers.next_deadline_nanos());
         // The timers of siblings we rescue from a long job are ours to fire on time.
@@ -455,10 +485,14 @@ impl Worker {
             }
         }
         // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
-        let work_arrived = !slot.inbox.is_empty()
-            || !slot.handed.is_empty()
-            || !shared.injector.is_empty()
-            || shared.is_closed();
+        let work_arrived = must_stay_awake(ParkCheck {
+            inbox: !slot.inbox.is_empty(),
+            handed: !slot.handed.is_empty(),
+            injector: !shared.injector.is_empty(),
+            someone_searching: shared.idle.anyone_searching(),
+            closed: shared.is_closed(),
+        });
+        let mut fired = Fired::default();
         let time_jumped = !work_arrived && paused && self.auto_advance();
         if !work_arrived && !time_jumped {
             let timeout = if paused || deadline == u64::MAX {
@@ -467,7 +501,7 @@ impl Worker {
                 let now = slot.timers.nanos(shared.clock.now());
                 Some(Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK))
             };
-            self.wait_for_events(timeout);
+            fired = self.wait_for_events(timeout);
         } else {
             // Counted as parked until `unpark_self`: a sibling deciding a jump must know.
             shared.clock.note_wake();
@@ -477,12 +511,14 @@ impl Worker {
             // Someone woke us on purpose and counted us as searching.
             self.searching.set(true);
         }
+        self.run_fired(fired);
         // After `unpark_self`: the monitor decides to sleep by "every worker is parked".
         shared.monitor.worker_awake();
     }
 
-    /// Blocks in our poller, then dispatches what it reported.
-    fn wait_for_events(&self, timeout: Option<Duration>) {
+    /// Blocks in our poller; returns what it reported, for the caller to dispatch once it is
+    /// off the parked list (a push made while still on it could wake this very worker).
+    fn wait_for_events(&self, timeout: Option<Duration>) -> Fired {
         let slot = self.slot();
         let counters = &slot.counters;
         let parked_at = Instant::now();
@@ -505,7 +541,7 @@ impl Worker {
         counters.wakeups.add(1);
         slot.park_deadline.store(AWAKE, SeqCst);
         slot.reactor.note_polled(slot.timers.nanos(woke_at));
-        self.run_fired(fired);
+        fired
     }
 
     /// Paused clock: if every worker is idle with nothing queued, the blocking pool has

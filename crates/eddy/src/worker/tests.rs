@@ -63,3 +63,46 @@ fn a_worker_that_dies_is_counted_out_and_its_timers_adopted() {
         drop(rt);
     });
 }
+
+use super::{must_stay_awake, ParkCheck};
+
+#[test]
+fn a_worker_sleeps_through_injector_work_that_a_searcher_will_take() {
+    let injector = ParkCheck {
+        injector: true,
+        ..ParkCheck::default()
+    };
+    assert!(must_stay_awake(injector), "nobody else will take it");
+    assert!(
+        !must_stay_awake(ParkCheck {
+            someone_searching: true,
+            ..injector
+        }),
+        "a searcher will: a worker refused permission to search must not spin"
+    );
+}
+
+#[test]
+fn work_pushed_at_this_worker_keeps_it_awake_whoever_searches() {
+    for c in [
+        ParkCheck {
+            inbox: true,
+            ..ParkCheck::default()
+        },
+        ParkCheck {
+            handed: true,
+            ..ParkCheck::default()
+        },
+        ParkCheck {
+            closed: true,
+            ..ParkCheck::default()
+        },
+    ] {
+        let searched = ParkCheck {
+            someone_searching: true,
+            ..c
+        };
+        assert!(must_stay_awake(c) && must_stay_awake(searched), "{c:?}");
+    }
+    assert!(!must_stay_awake(ParkCheck::default()));
+}
