@@ -371,10 +371,13 @@ impl Anchors {
                 handle
                     .call_soon_threadsafe(move || {
                         let name = std::thread::current().name().unwrap_or("").to_string();
-                        let index: usize = name
+                        // A spare standing in for busy workers is not one of them.
+                        let Some(index) = name
                             .strip_prefix(&prefix)
-                            .and_then(|i| i.parse().ok())
-                            .expect("worker thread name");
+                            .and_then(|i| i.parse::<usize>().ok())
+                        else {
+                            return;
+                        };
                         let mut slots = slots.lock().unwrap();
                         if slots[index].is_none() {
                             let (tx, rx) = async_channel::unbounded::<LocalJob>();

@@ -21,6 +21,8 @@ fn recording_runtime(timeout: Duration) -> (eddy::Runtime, Arc<Mutex<Vec<String>
     let r = reports.clone();
     let rt = eddy::Builder::new()
         .workers(2)
+        // No stand-ins for held workers: a test that holds both must mean nobody polls.
+        .spare_workers(0)
         .run_shutdown_timeout(timeout)
         .exception_handler(move |ctx: &eddy::ExceptionContext| {
             r.lock().unwrap().push(ctx.to_string());

@@ -33,7 +33,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use eddy_benches::server::{announce, exit_with_parent, Server};
+use eddy_benches::server::{announce, clock_ticks_per_sec, cpu_ticks, exit_with_parent, Server};
 use hdrhistogram::Histogram;
 
 /// Bytes per request and per echo.
@@ -95,14 +95,14 @@ fn main() -> io::Result<()> {
         };
         println!("### variant `{variant}` ({heavy} heavy connection(s))\n");
         println!(
-            "| runtime | run | light p50 µs | p99 µs | p99.9 µs | max µs | over 5 ms | requests |"
+            "| runtime | run | light p50 µs | p99 µs | p99.9 µs | max µs | over 5 ms | requests | server CPU % |"
         );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
         let mut results: Vec<Vec<LightStats>> = vec![Vec::new(); runtimes.len()];
         for run in 1..=runs {
             for (r, name) in runtimes.iter().enumerate() {
                 let server = Server::start(&["--serve", name, "--job", job])?;
-                let stats = load(server.addr, heavy, Duration::from_secs(secs))?;
+                let stats = load(server.addr, server.pid(), heavy, Duration::from_secs(secs))?;
                 server.stop();
                 println!("| {name} | {run} | {} |", stats.row());
                 results[r].push(stats);
@@ -126,13 +126,15 @@ struct LightStats {
     max: u64,
     slow: u64,
     requests: u64,
+    /// The server's CPU time over the measured interval, in % of one core.
+    cpu_pct: u64,
 }
 
 impl LightStats {
     fn row(&self) -> String {
         format!(
-            "{} | {} | {} | {} | {} | {}",
-            self.p50, self.p99, self.p999, self.max, self.slow, self.requests
+            "{} | {} | {} | {} | {} | {} | {}",
+            self.p50, self.p99, self.p999, self.max, self.slow, self.requests, self.cpu_pct
         )
     }
 }
@@ -151,6 +153,7 @@ fn median(runs: &[LightStats]) -> LightStats {
         max: m(|s| s.max),
         slow: m(|s| s.slow),
         requests: m(|s| s.requests),
+        cpu_pct: m(|s| s.cpu_pct),
     }
 }
 
@@ -167,7 +170,7 @@ struct Conn {
 
 /// Paced load on `LIGHT` light and `heavy` heavy connections; light latencies of requests due
 /// within the measured interval.
-fn load(addr: SocketAddr, heavy: usize, dur: Duration) -> io::Result<LightStats> {
+fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<LightStats> {
     let poller = polling::Poller::new()?;
     let start = Instant::now();
     let mut conns = Vec::with_capacity(LIGHT + heavy);
@@ -202,8 +205,15 @@ fn load(addr: SocketAddr, heavy: usize, dur: Duration) -> io::Result<LightStats>
     let mut slow = 0u64;
     let mut events = polling::Events::new();
     let mut buf = [0u8; MSG * 16];
+    let mut cpu = (None, None);
     loop {
         let now = Instant::now();
+        if cpu.0.is_none() && now >= measure_from {
+            cpu.0 = Some(cpu_ticks(pid)?);
+        }
+        if cpu.1.is_none() && now >= measure_to {
+            cpu.1 = Some(cpu_ticks(pid)?);
+        }
         let sending = now < measure_to;
         if !sending {
             let waiting = conns
@@ -273,7 +283,10 @@ fn load(addr: SocketAddr, heavy: usize, dur: Duration) -> io::Result<LightStats>
     for c in &conns {
         poller.delete(&c.stream)?;
     }
+    let ticks = cpu.1.unwrap_or(0).saturating_sub(cpu.0.unwrap_or(0));
+    let cpu_pct = ticks as f64 / clock_ticks_per_sec() as f64 / dur.as_secs_f64() * 100.0;
     Ok(LightStats {
+        cpu_pct: cpu_pct.round() as u64,
         p50: hist.value_at_quantile(0.5),
         p99: hist.value_at_quantile(0.99),
         p999: hist.value_at_quantile(0.999),

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::io;
-use std::panic::{self, AssertUnwindSafe};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +11,7 @@ use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
 use crate::runtime::Runtime;
 use crate::shared::{Config, Shared, WorkerSlot};
+use crate::worker::spare::Spares;
 use crate::worker::Worker;
 
 /// asyncio's default `slow_callback_duration`.
@@ -36,6 +36,7 @@ const DEFAULT_SLOW_CALLBACK: Duration = Duration::from_millis(100);
 /// ```
 pub struct Builder {
     workers: Option<usize>,
+    spare_workers: Option<usize>,
     thread_name: String,
     debug: Option<bool>,
     slow_callback_duration: Duration,
@@ -114,6 +115,7 @@ impl Builder {
     pub fn new() -> Self {
         Builder {
             workers: None,
+            spare_workers: None,
             thread_name: "eddy-worker".to_string(),
             debug: None,
             slow_callback_duration: DEFAULT_SLOW_CALLBACK,
@@ -215,6 +217,21 @@ impl Builder {
         self
     }
 
+    /// How many spare workers may stand in while every worker is stuck in a long job (default:
+    /// as many as there are workers; none with a single worker). A spare's thread starts
+    /// the first time it is needed; `0` turns them off, so that a runtime whose workers are
+    /// all busy serves nothing until one of them is free, as tokio's and smol's do.
+    ///
+    /// ```
+    /// let rt = eddy::Builder::new().workers(2).spare_workers(1).build()?;
+    /// assert_eq!(rt.metrics().spares.len(), 1);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spare_workers(mut self, n: usize) -> Self {
+        self.spare_workers = Some(n);
+        self
+    }
+
     /// Sets the prefix of the worker threads' names (the worker index is appended).
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = name.into();
@@ -277,13 +294,21 @@ impl Builder {
             std::env::var("EDDY_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0")
         });
         let epoch = Instant::now();
-        let queues: Vec<crossbeam_deque::Worker<crate::shared::Job>> = (0..n)
+        // With one worker there is no sibling to rescue it, and so no call for a stand-in
+        // either: a single-threaded runtime stays single-threaded.
+        let spares = if n > 1 {
+            self.spare_workers.unwrap_or(n)
+        } else {
+            0
+        };
+        let mut queues: Vec<crossbeam_deque::Worker<crate::shared::Job>> = (0..n + spares)
             .map(|_| crossbeam_deque::Worker::new_fifo())
             .collect();
         let slots = queues
             .iter()
             .map(|q| WorkerSlot::new(q.stealer(), epoch))
             .collect::<io::Result<Box<[_]>>>()?;
+        let spare_queues = queues.split_off(n);
         let config = Config {
             debug,
             slow_callback_duration: self.slow_callback_duration,
@@ -291,6 +316,7 @@ impl Builder {
         };
         let shared = Arc::new(Shared::new(
             slots,
+            Spares::new(spare_queues, self.thread_name.clone(), self.hooks.clone()),
             ExceptionHandler::new(self.handler),
             config,
             BlockingPool::new(
@@ -310,15 +336,7 @@ impl Builder {
                 .spawn(move || {
                     hooks.wrap(&shared2.handler, || {
                         let worker = Rc::new(Worker::new(index, shared2.clone(), queue));
-                        let run = worker.clone();
-                        // The loop contains every panic of user code; one that still gets
-                        // out is ours, and must not leave the runtime waiting for a thread
-                        // that is gone.
-                        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || {
-                            run.run_thread();
-                        })) {
-                            shared2.worker_died(index, worker.is_searching(), payload);
-                        }
+                        crate::worker::run_contained(&shared2, index, worker);
                     });
                     // Last: shutdown waits for this, so the stop hook has run by then.
                     shared2.worker_exited();

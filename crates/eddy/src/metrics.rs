@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::shared::Shared;
+use crate::shared::{Shared, WorkerSlot};
 
 /// A counter with a single writer.
 #[derive(Debug, Default)]
@@ -163,6 +163,9 @@ pub struct WorkerMetrics {
 pub struct RuntimeMetrics {
     /// One entry per worker, by index.
     pub workers: Vec<WorkerMetrics>,
+    /// One entry per spare worker (`Builder::spare_workers`), started or not: the loops that
+    /// stand in while every worker is stuck in a long job.
+    pub spares: Vec<WorkerMetrics>,
     /// Jobs waiting in the global injector.
     pub injector_depth: usize,
     /// Tasks spawned and not finished.
@@ -173,33 +176,33 @@ pub struct RuntimeMetrics {
 
 pub(crate) fn snapshot(shared: &Shared) -> RuntimeMetrics {
     let now = Instant::now();
+    let (workers, spares) = shared.workers.split_at(shared.regular);
     RuntimeMetrics {
-        workers: shared
-            .workers
-            .iter()
-            .map(|w| {
-                let c = &w.counters;
-                WorkerMetrics {
-                    tasks_polled: c.tasks_polled.get(),
-                    callbacks_run: c.callbacks_run.get(),
-                    steal_operations: c.steal_operations.get(),
-                    stolen_items: c.stolen_items.get(),
-                    parks: c.parks.get(),
-                    guest_parks: c.guest_parks.get(),
-                    wakeups: c.wakeups.get(),
-                    io_events: c.io_events.get(),
-                    timers_fired: c.timers_fired.get(),
-                    timers_cancelled: w.timers.cancelled_total(),
-                    timer_heap_size: w.timers.len(),
-                    timers_cancelled_in_heap: w.timers.cancelled_count(),
-                    timer_heap_rebuilds: w.timers.rebuilds(),
-                    ready_queue_depth: w.stealer.len() + w.handed.len(),
-                    busy_time: c.busy_time(now),
-                }
-            })
-            .collect(),
+        workers: workers.iter().map(|w| worker_metrics(w, now)).collect(),
+        spares: spares.iter().map(|w| worker_metrics(w, now)).collect(),
         injector_depth: shared.injector.len(),
         live_tasks: shared.registry.len(),
         blocking_threads: shared.blocking.threads(),
+    }
+}
+
+fn worker_metrics(w: &WorkerSlot, now: Instant) -> WorkerMetrics {
+    let c = &w.counters;
+    WorkerMetrics {
+        tasks_polled: c.tasks_polled.get(),
+        callbacks_run: c.callbacks_run.get(),
+        steal_operations: c.steal_operations.get(),
+        stolen_items: c.stolen_items.get(),
+        parks: c.parks.get(),
+        guest_parks: c.guest_parks.get(),
+        wakeups: c.wakeups.get(),
+        io_events: c.io_events.get(),
+        timers_fired: c.timers_fired.get(),
+        timers_cancelled: w.timers.cancelled_total(),
+        timer_heap_size: w.timers.len(),
+        timers_cancelled_in_heap: w.timers.cancelled_count(),
+        timer_heap_rebuilds: w.timers.rebuilds(),
+        ready_queue_depth: w.stealer.len() + w.handed.len(),
+        busy_time: c.busy_time(now),
     }
 }

@@ -219,6 +219,7 @@ impl Runtime {
         };
         let all_exited = self.shared.wait_workers_exited(deadline);
         self.shared.drain();
+        self.threads.extend(self.shared.spares.take_threads());
         for t in self.threads.drain(..) {
             if all_exited || t.is_finished() {
                 let _ = t.join();

@@ -48,6 +48,7 @@ use crate::timer::{TimerAction, TimerQueue};
 use crate::worker::handoff::{ParkFd, NO_HOST};
 use crate::worker::idle::Idle;
 use crate::worker::monitor::MonitorState;
+use crate::worker::spare::Spares;
 
 /// How long past its deadline a timer may wait for its own (busy) worker before a sibling
 /// fires it. Siblings check about this often while a worker is busy, which bounds the
@@ -187,7 +188,11 @@ fn drain_queue<T>(mut steal: impl FnMut() -> Steal<T>, mut dispose: impl FnMut(T
 
 /// State shared by everything that belongs to one runtime.
 pub(crate) struct Shared {
+    /// The workers (`0..regular`), then the spares (`worker::spare`).
     pub(crate) workers: Box<[WorkerSlot]>,
+    /// How many of `workers` are workers proper; the rest are spares.
+    pub(crate) regular: usize,
+    pub(crate) spares: Spares,
     pub(crate) injector: Injector<Job>,
     pub(crate) idle: Idle,
     pub(crate) registry: TaskRegistry,
@@ -230,18 +235,23 @@ impl fmt::Debug for Shared {
 }
 
 impl Shared {
+    /// `workers`: the slots of the `regular` workers, then those of the spares that `spares`
+    /// holds the queues of.
     pub(crate) fn new(
         workers: Box<[WorkerSlot]>,
+        spares: Spares,
         handler: ExceptionHandler,
         config: Config,
         blocking: BlockingPool,
         clock: Clock,
     ) -> Self {
-        let n = workers.len();
+        let regular = workers.len() - spares.count();
         Shared {
             workers,
+            regular,
+            spares,
             injector: Injector::new(),
-            idle: Idle::new(n),
+            idle: Idle::new(regular),
             registry: TaskRegistry::new(),
             monitor: MonitorState::default(),
             blocking,
@@ -280,6 +290,11 @@ impl Shared {
         let clock = Clock::new(Instant::now(), false);
         Arc::new(Shared::new(
             Box::new([]),
+            Spares::new(
+                Vec::new(),
+                "t".into(),
+                crate::builder::ThreadHooks::default(),
+            ),
             ExceptionHandler::new(None),
             config,
             pool,
@@ -410,7 +425,7 @@ impl Shared {
 
     /// A worker (timer heap, reactor) for a thread that is not a worker: round robin.
     pub(crate) fn remote_home_worker(&self) -> usize {
-        self.next_remote_home.fetch_add(1, Ordering::Relaxed) % self.workers.len()
+        self.next_remote_home.fetch_add(1, Ordering::Relaxed) % self.regular
     }
 
     /// Puts a timer on worker `target`'s heap and wakes the owner if it sleeps (its wait must
@@ -449,6 +464,7 @@ impl Shared {
     pub(crate) fn close(&self) {
         self.stopping.store(true, Ordering::SeqCst);
         self.closed.store(true, Ordering::SeqCst);
+        self.spares.close();
         atomic::fence(Ordering::SeqCst);
         for w in self.workers.iter() {
             w.notify();
@@ -456,7 +472,6 @@ impl Shared {
         self.monitor.shutdown();
     }
 
-    /// Called by each worker thread as its very last action.
     /// Worker `index`'s thread unwound out of its loop (a bug of ours, `payload` its panic):
     /// reports it and lets the others carry on without it. It no longer counts as awake or
     /// searching and is never woken; its pinned tasks can no longer run (their wakes are
@@ -473,7 +488,9 @@ impl Shared {
         slot.dead.store(true, Ordering::SeqCst);
         slot.exited.store(true, Ordering::SeqCst);
         slot.park_deadline.store(AWAKE, Ordering::SeqCst);
-        self.idle.retire(index, was_searching);
+        if index < self.regular {
+            self.idle.retire(index, was_searching);
+        }
         let ctx = ExceptionContext::new(format!(
             "eddy worker {index} died (a bug in eddy); its siblings go on serving its tasks, \
              timers and sockets"
@@ -490,20 +507,24 @@ impl Shared {
         }
     }
 
+    /// Called by each worker thread as its very last action.
     pub(crate) fn worker_exited(&self) {
         *self.exited.lock() += 1;
         self.exited_cv.notify_all();
     }
 
     /// Waits until every worker left its loop, or until `deadline`. True if all did.
+    /// The runtime must be closed (so no more spares start).
     pub(crate) fn wait_workers_exited(&self, deadline: Option<Instant>) -> bool {
+        debug_assert!(self.is_closed());
+        let threads = self.regular + self.spares.started();
         let mut exited = self.exited.lock();
-        while *exited < self.workers.len() {
+        while *exited < threads {
             match deadline {
                 None => self.exited_cv.wait(&mut exited),
                 Some(d) => {
                     if self.exited_cv.wait_until(&mut exited, d).timed_out() {
-                        return *exited == self.workers.len();
+                        return *exited == threads;
                     }
                 }
             }

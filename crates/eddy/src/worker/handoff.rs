@@ -232,6 +232,9 @@ impl Worker {
             .workers
             .iter()
             .enumerate()
+            // Spares are not hosts: waking one for a worker's events would keep it busy for
+            // nothing once it is no longer needed.
+            .take(shared.regular)
             .filter(|&(i, w)| {
                 i != self.index && w.io_host.load(SeqCst) == NO_HOST && !w.exited.load(SeqCst)
             })

@@ -37,6 +37,7 @@ pub(crate) mod idle;
 pub(crate) mod monitor;
 mod pace;
 mod siblings;
+pub(crate) mod spare;
 #[cfg(test)]
 mod tests;
 
@@ -70,6 +71,16 @@ const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
+
+/// Runs a worker's thread. The loop contains every panic of user code; one that still gets
+/// out is ours, and must not leave the runtime waiting for a thread that is gone
+/// (`Shared::worker_died`).
+pub(crate) fn run_contained(shared: &Arc<Shared>, index: usize, worker: Rc<Worker>) {
+    let run = worker.clone();
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || run.run_thread())) {
+        shared.worker_died(index, worker.is_searching(), payload);
+    }
+}
 
 /// What a worker about to sleep sees of work that may have been pushed at it meanwhile.
 #[derive(Debug, Clone, Copy, Default)]
@@ -106,6 +117,8 @@ fn pass_on_notification(w: &WorkerSlot) {
 /// The thread-local half of a worker.
 pub(crate) struct Worker {
     index: usize,
+    /// A spare (`spare`): outside the idle bookkeeping.
+    is_spare: bool,
     shared: Arc<Shared>,
     /// The ready queue: FIFO, stealable.
     ready: crossbeam_deque::Worker<Job>,
@@ -148,6 +161,7 @@ impl Worker {
     ) -> Self {
         Worker {
             index,
+            is_spare: index >= shared.regular,
             shared,
             ready,
             pinned: RefCell::new(VecDeque::new()),
@@ -410,7 +424,8 @@ impl Worker {
     /// Steals from a sibling, then from the injector, then takes the IO events waiting for
     /// busy siblings. Gives up at once if too many workers already search.
     fn find_work(&self) -> bool {
-        if !self.searching.get() {
+        // A spare searches whenever it is awake: it is up only because workers are stuck.
+        if !self.searching.get() && !self.is_spare {
             if !self.shared.idle.try_start_searching() {
                 return false;
             }
@@ -464,7 +479,10 @@ impl Worker {
         let shared = &*self.shared;
         let paused = shared.clock.is_paused();
         let was_searching = self.searching.replace(false);
-        if shared.idle.park(self.index, was_searching) && shared.has_stealable_work() {
+        if !self.is_spare
+            && shared.idle.park(self.index, was_searching)
+            && shared.has_stealable_work()
+        {
             // We were the last searcher and work arrived meanwhile: make sure someone looks.
             shared.wake_idle();
         }
@@ -507,7 +525,7 @@ impl Worker {
             shared.clock.note_wake();
         }
         slot.park_deadline.store(AWAKE, SeqCst);
-        if shared.idle.unpark_self(self.index) {
+        if !self.is_spare && shared.idle.unpark_self(self.index) {
             // Someone woke us on purpose and counted us as searching.
             self.searching.set(true);
         }

@@ -1,46 +1,69 @@
 //! The monitor: Go's `sysmon`, reduced to one job: notice a worker stuck in a long job and
-//! wake a parked sibling to serve what the stuck worker cannot (its queued tasks, its due
-//! timers, its IO).
+//! send someone to serve what the stuck worker cannot (its queued tasks, its due timers, its
+//! IO): a parked sibling, or, when every worker is stuck, a spare (`spare`).
 //!
 //! Why a thread and not timeouts on the parked workers: a parked worker that woke up every
 //! few milliseconds to look at busy siblings, and busy workers that notified parked ones to
 //! keep such a watch, cost a park/wake round trip (then seven system calls: `polling`'s five
 //! per wait, the eventfd write, the timerfd; still two context switches now that a park is
 //! one `epoll_wait`) several thousand times a second on a busy server, which doubled eddy's
-//! server CPU per request. The monitor costs one sleeping thread, and looks only as often
-//! as a look can help ([`MonitorPace`]):
+//! server CPU per request. The monitor is one thread, and looks only as often as a look can
+//! help ([`MonitorPace`]): on our VMs each of its wake-ups costs about 30 µs of CPU, so
+//! looking every 250 µs would cost a tenth of a core.
 //!
-//! * once every worker is parked and none ran a cycle for a whole look, it sleeps on a
+//! * Once every worker is parked and none ran a cycle for a whole look, it sleeps on a
 //!   condition variable until one wakes up (a worker leaving its park checks one flag, and
-//!   signals only if the monitor sleeps);
-//! * while some workers are awake and others parked, it looks every [`WATCH_INTERVAL`]: a
-//!   parked sibling is what serves a stuck worker, and the sooner it is sent, the less a
-//!   stuck worker's sockets and timers wait;
-//! * while every worker is awake it looks every [`BUSY_INTERVAL`]: there is nobody parked to
-//!   send, and busy workers look after each other between jobs (`siblings`).
+//!   signals only if the monitor sleeps): an idle runtime costs nothing.
+//! * For [`HELP_MEMORY`] after it last sent help, it looks every [`WATCH_INTERVAL`]: a
+//!   server whose handlers now and then run long keeps its rescues quick.
+//! * Otherwise it looks every [`CALM_INTERVAL`] while some workers are parked (someone to
+//!   send), and every [`BUSY_INTERVAL`] while every worker is awake (only spares to send,
+//!   and busy workers look after each other between jobs, `siblings`).
 //!
-//! At each look, for each awake worker whose cycle counter has not moved since the last
-//! look (one cycle, one job or many, has run for a whole interval) and that has something
-//! waiting (queued jobs, timers, IO sources), it notifies one parked sibling. The sibling's
-//! loop does the rest (`Worker::rescue_stuck_siblings`: it nests the stuck worker's epoll in
-//! its own, fires its timers, steals its queue).
+//! At each look, a worker is stuck if it is awake and its cycle counter has not moved since
+//! the last look (one cycle, one job or many, ran for a whole interval). For a stuck worker
+//! with something waiting (queued jobs, timers, IO sources) it notifies one parked sibling,
+//! whose loop does the rest (`Worker::rescue_stuck_siblings`: it nests the stuck worker's
+//! epoll in its own, fires its timers, steals its queue). If every worker is stuck, it wakes
+//! a spare instead, starting one if none is up yet.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::shared::Shared;
+use crate::shared::{Shared, WorkerSlot};
+use crate::worker::handoff::NO_HOST;
 
-/// How often the monitor looks while some workers are awake and others parked: a stuck
-/// worker's IO waits up to about twice this for its rescuer. The IO grace itself, so that
-/// the sibling it sends finds the stuck worker past it.
+/// How often the monitor looks while it recently sent help: a stuck worker's IO then waits
+/// up to about twice this for its rescuer. The IO grace itself, so that the sibling it sends
+/// finds the stuck worker past it.
 pub(crate) const WATCH_INTERVAL: Duration = crate::reactor::STUCK_IO_GRACE;
 
-/// How often it looks while every worker is awake: nobody could be sent anyway.
-pub(crate) const BUSY_INTERVAL: Duration = Duration::from_millis(5);
+/// How long after sending help the monitor keeps looking every [`WATCH_INTERVAL`].
+const HELP_MEMORY: Duration = Duration::from_secs(1);
 
-/// When the monitor looks next, from what it saw at this look.
+/// How often it looks otherwise while some workers are parked.
+const CALM_INTERVAL: Duration = Duration::from_millis(1);
+
+/// How often it looks otherwise while every worker is awake.
+const BUSY_INTERVAL: Duration = Duration::from_millis(5);
+
+/// What one look saw, for [`MonitorPace::next`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Look {
+    /// Workers (and spares) awake now.
+    pub(crate) awake: usize,
+    /// Workers (and spares) parked now.
+    pub(crate) parked: usize,
+    /// Whether any completed a cycle since the previous look.
+    pub(crate) moved: bool,
+    /// Whether help was sent within [`HELP_MEMORY`].
+    pub(crate) helped_recently: bool,
+}
+
+/// When the monitor looks next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MonitorPace {
     /// Sleep until a worker wakes: every worker is parked and none moved since last time.
@@ -50,13 +73,13 @@ pub(crate) enum MonitorPace {
 }
 
 impl MonitorPace {
-    /// `awake`: workers not parked now; `parked`: workers parked now; `moved`: whether any
-    /// worker completed a cycle since the previous look.
-    pub(crate) fn next(awake: usize, parked: usize, moved: bool) -> MonitorPace {
-        if awake == 0 && !moved {
+    pub(crate) fn next(look: Look) -> MonitorPace {
+        if look.awake == 0 && !look.moved {
             MonitorPace::UntilWoken
-        } else if parked > 0 {
+        } else if look.helped_recently {
             MonitorPace::After(WATCH_INTERVAL)
+        } else if look.parked > 0 {
+            MonitorPace::After(CALM_INTERVAL)
         } else {
             MonitorPace::After(BUSY_INTERVAL)
         }
@@ -92,13 +115,10 @@ impl MonitorState {
 }
 
 /// The monitor thread's loop; returns when the runtime closes.
-pub(crate) fn run(shared: &Shared) {
+pub(crate) fn run(shared: &Arc<Shared>) {
     let state = &shared.monitor;
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
-    // Whether any worker completed a cycle during the last interval. The monitor sleeps
-    // without a timeout only after a whole quiet interval: a server that parks between
-    // requests would otherwise put it to sleep at every look, and every request would pay a
-    // futex wake-up for it (`worker_awake`) on its way in.
+    let mut last_help: Option<Instant> = None;
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
     while !shared.is_closed() {
         {
@@ -108,7 +128,7 @@ pub(crate) fn run(shared: &Shared) {
                     state.idle.store(true, Ordering::SeqCst);
                     // Re-check after publishing `idle`: a worker that woke in between either
                     // saw the flag (and will signal) or is visible as awake here.
-                    if shared.idle.all_parked() && !shared.is_closed() {
+                    if all_parked(shared) && !shared.is_closed() {
                         state.cv.wait(&mut guard);
                     }
                     state.idle.store(false, Ordering::SeqCst);
@@ -118,82 +138,146 @@ pub(crate) fn run(shared: &Shared) {
                 }
             }
         }
-        let mut moved = false;
-        let (mut awake, mut parked) = (0, 0);
+        let mut look = Look::default();
+        // Awake without moving, and among those, with something waiting.
+        let mut still = Vec::new();
+        let mut stuck = Vec::new();
         for (i, w) in shared.workers.iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
                 continue;
             }
             let cycles = w.cycles();
-            moved |= cycles != last_cycles[i];
-            let is_parked = w.is_parked();
-            if is_parked {
-                parked += 1;
-            } else {
-                awake += 1;
-            }
-            let stuck = !is_parked && cycles == last_cycles[i];
+            let moved = cycles != last_cycles[i];
             last_cycles[i] = cycles;
-            if stuck && w.has_pending_work() {
-                if let Some(sibling) = shared
-                    .workers
-                    .iter()
-                    .enumerate()
-                    .find(|(j, s)| *j != i && s.is_parked())
-                {
-                    sibling.1.notify();
+            look.moved |= moved;
+            if w.is_parked() {
+                look.parked += 1;
+            } else {
+                look.awake += 1;
+                if !moved {
+                    still.push(i);
+                    if w.has_pending_work() {
+                        stuck.push(i);
+                    }
                 }
             }
         }
-        pace = MonitorPace::next(awake, parked, moved);
+        if send_help(shared, &stuck, &still) {
+            last_help = Some(Instant::now());
+        }
+        look.helped_recently = last_help.is_some_and(|t| t.elapsed() < HELP_MEMORY);
+        pace = MonitorPace::next(look);
     }
+}
+
+/// Every worker (spares aside) is parked: the monitor may sleep until one wakes.
+fn all_parked(shared: &Shared) -> bool {
+    shared.idle.all_parked()
+        && shared.workers[shared.regular..]
+            .iter()
+            .all(WorkerSlot::is_parked)
+}
+
+/// Sends help for the `stuck` workers (awake, not moving, something waiting): a parked
+/// worker (the first one it finds, who rescues them all), or, if every worker is `still`
+/// (awake and not moving), a spare. True if anyone was sent.
+fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
+    if stuck.is_empty() {
+        return false;
+    }
+    let regular = &shared.workers[..shared.regular];
+    if let Some(helper) = regular.iter().find(|w| w.is_parked()) {
+        helper.notify();
+        return true;
+    }
+    let every_worker_stuck = (0..shared.regular)
+        .all(|i| still.contains(&i) || shared.workers[i].dead.load(Ordering::Relaxed));
+    if !every_worker_stuck {
+        // A worker that is still moving looks after its stuck siblings between its jobs.
+        return false;
+    }
+    // A spare that is up and parked, else the next one to start.
+    let spares = &shared.workers[shared.regular..];
+    let started = shared.spares.started();
+    if let Some(spare) = spares[..started.min(spares.len())]
+        .iter()
+        .enumerate()
+        .find(|(k, w)| w.is_parked() && !still.contains(&(shared.regular + k)))
+    {
+        spare.1.notify();
+        return true;
+    }
+    let idle_spare_running = (0..started).any(|k| !still.contains(&(shared.regular + k)));
+    if idle_spare_running {
+        // Up and running: it will get to them.
+        return false;
+    }
+    started < spares.len() && shared.spares.start(shared, started)
 }
 
 /// Whether a dead worker still has something no sibling serves yet: queued jobs, or a
 /// timer heap and sockets that no sibling has adopted (nested its epoll) yet.
-fn needs_adopting(w: &crate::shared::WorkerSlot) -> bool {
-    !w.stealer.is_empty()
-        || !w.handed.is_empty()
-        || w.io_host.load(Ordering::SeqCst) == crate::worker::handoff::NO_HOST
+fn needs_adopting(w: &WorkerSlot) -> bool {
+    !w.stealer.is_empty() || !w.handed.is_empty() || w.io_host.load(Ordering::SeqCst) == NO_HOST
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn look(awake: usize, parked: usize, moved: bool, helped_recently: bool) -> Look {
+        Look {
+            awake,
+            parked,
+            moved,
+            helped_recently,
+        }
+    }
+
     #[test]
     fn a_runtime_with_nothing_to_do_is_not_watched() {
-        assert_eq!(MonitorPace::next(0, 2, false), MonitorPace::UntilWoken);
+        assert_eq!(
+            MonitorPace::next(look(0, 2, false, false)),
+            MonitorPace::UntilWoken
+        );
+        assert_eq!(
+            MonitorPace::next(look(0, 2, false, true)),
+            MonitorPace::UntilWoken,
+            "not even right after a rescue"
+        );
     }
 
     #[test]
     fn one_more_look_after_the_last_worker_parked() {
         // It ran a cycle since the previous look: it may park and wake again at once.
         assert_eq!(
-            MonitorPace::next(0, 2, true),
-            MonitorPace::After(WATCH_INTERVAL)
+            MonitorPace::next(look(0, 2, true, false)),
+            MonitorPace::After(CALM_INTERVAL)
         );
     }
 
     #[test]
-    fn awake_workers_beside_parked_ones_are_watched_closely() {
+    fn after_sending_help_the_monitor_watches_closely() {
+        for (awake, parked) in [(1, 1), (2, 0)] {
+            assert_eq!(
+                MonitorPace::next(look(awake, parked, true, true)),
+                MonitorPace::After(WATCH_INTERVAL)
+            );
+        }
+    }
+
+    #[test]
+    fn otherwise_it_looks_less_often_the_less_a_look_can_do() {
         assert_eq!(
-            MonitorPace::next(1, 1, true),
-            MonitorPace::After(WATCH_INTERVAL)
-        );
-        assert_eq!(
-            MonitorPace::next(1, 1, false),
-            MonitorPace::After(WATCH_INTERVAL),
+            MonitorPace::next(look(1, 1, false, false)),
+            MonitorPace::After(CALM_INTERVAL),
             "a worker stuck in one job moves nothing"
         );
-    }
-
-    #[test]
-    fn with_every_worker_awake_there_is_nobody_to_send() {
         assert_eq!(
-            MonitorPace::next(2, 0, true),
+            MonitorPace::next(look(2, 0, true, false)),
             MonitorPace::After(BUSY_INTERVAL)
         );
+        assert!(WATCH_INTERVAL < CALM_INTERVAL && CALM_INTERVAL < BUSY_INTERVAL);
     }
 }
