@@ -91,6 +91,9 @@ impl MonitorPace {
 pub(crate) struct MonitorState {
     /// True while the monitor sleeps without a timeout (every worker was parked).
     idle: AtomicBool,
+    /// Tests only: how many looks it made.
+    #[cfg(test)]
+    looks: std::sync::atomic::AtomicU64,
     lock: Mutex<()>,
     cv: Condvar,
 }
@@ -104,6 +107,12 @@ impl MonitorState {
             self.idle.store(false, Ordering::SeqCst);
             self.cv.notify_one();
         }
+    }
+
+    /// Looks the monitor has made so far.
+    #[cfg(test)]
+    pub(crate) fn looks(&self) -> u64 {
+        self.looks.load(Ordering::SeqCst)
     }
 
     /// Wakes the monitor for shutdown.
@@ -138,11 +147,15 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 }
             }
         }
+        #[cfg(test)]
+        state.looks.fetch_add(1, Ordering::SeqCst);
         let mut look = Look::default();
         // Awake without moving, and among those, with something waiting.
         let mut still = Vec::new();
         let mut stuck = Vec::new();
-        for (i, w) in shared.workers.iter().enumerate() {
+        // Spares whose thread never started are no loops yet.
+        let live = shared.regular + shared.spares.started();
+        for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
                 continue;
@@ -171,12 +184,11 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     }
 }
 
-/// Every worker (spares aside) is parked: the monitor may sleep until one wakes.
+/// Every worker and every spare that started is parked: the monitor may sleep until one
+/// wakes.
 fn all_parked(shared: &Shared) -> bool {
-    shared.idle.all_parked()
-        && shared.workers[shared.regular..]
-            .iter()
-            .all(WorkerSlot::is_parked)
+    let started = shared.regular..shared.regular + shared.spares.started();
+    shared.idle.all_parked() && shared.workers[started].iter().all(WorkerSlot::is_parked)
 }
 
 /// Sends help for the `stuck` workers (awake, not moving, something waiting): a parked

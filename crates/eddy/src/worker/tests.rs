@@ -66,6 +66,29 @@ fn a_worker_that_dies_is_counted_out_and_its_timers_adopted() {
 
 use super::{must_stay_awake, ParkCheck};
 
+/// With nothing to do, every worker parks and the monitor sleeps until one wakes: an idle
+/// runtime costs no CPU (spare workers that never started do not count as awake).
+#[test]
+fn the_monitor_of_an_idle_runtime_sleeps() {
+    within(|| {
+        let rt = Builder::new().workers(2).build().unwrap();
+        let task = rt.handle().spawn(async { 1 });
+        assert_eq!(rt.block_on(task).unwrap(), 1);
+        let monitor = &rt.shared().monitor;
+        // It looks every millisecond or so until it goes to sleep; then it looks no more
+        // (the runtime has nothing to wake it for).
+        let end = std::time::Instant::now() + PATIENCE;
+        loop {
+            let before = monitor.looks();
+            std::thread::sleep(Duration::from_millis(50));
+            if monitor.looks() == before {
+                break;
+            }
+            assert!(std::time::Instant::now() < end, "the monitor never went to sleep");
+        }
+    });
+}
+
 #[test]
 fn a_worker_sleeps_through_injector_work_that_a_searcher_will_take() {
     let injector = ParkCheck {
