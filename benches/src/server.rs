@@ -78,3 +78,17 @@ pub fn clock_ticks_per_sec() -> i64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
+
+/// The smol server setup of every network benchmark: one `async_executor::Executor` run by
+/// `threads` threads, each in `async_io::block_on(executor.run(..))`, so that idle threads
+/// drive the async-io reactor.
+pub fn smol_executor(threads: usize) -> std::sync::Arc<async_executor::Executor<'static>> {
+    let ex = std::sync::Arc::new(async_executor::Executor::new());
+    for _ in 0..threads {
+        let ex = ex.clone();
+        std::thread::spawn(move || {
+            async_io::block_on(ex.run(futures_lite::future::pending::<()>()))
+        });
+    }
+    ex
+}

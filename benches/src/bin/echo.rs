@@ -280,14 +280,7 @@ fn serve_tokio() -> io::Result<()> {
 
 fn serve_smol() -> io::Result<()> {
     use futures_lite::{AsyncReadExt, AsyncWriteExt};
-    use std::sync::Arc;
-    let ex = Arc::new(async_executor::Executor::new());
-    for _ in 0..2 {
-        let ex = ex.clone();
-        std::thread::spawn(move || {
-            async_io::block_on(ex.run(futures_lite::future::pending::<()>()))
-        });
-    }
+    let ex = eddy_benches::server::smol_executor(2);
     async_io::block_on(async {
         let listener = async_io::Async::<TcpListener>::bind(([127, 0, 0, 1], 0))?;
         announce(listener.get_ref().local_addr()?);

@@ -65,13 +65,7 @@ fn idle(name: &str) -> io::Result<()> {
             }
         }
         "smol" => {
-            let ex = std::sync::Arc::new(async_executor::Executor::new());
-            for _ in 0..2 {
-                let ex = ex.clone();
-                std::thread::spawn(move || {
-                    async_io::block_on(ex.run(futures_lite::future::pending::<()>()))
-                });
-            }
+            let _ex = eddy_benches::server::smol_executor(2);
             announce(placeholder);
             loop {
                 std::thread::park();

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::io;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,6 @@ use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
 use crate::runtime::Runtime;
 use crate::shared::{Config, Shared, WorkerSlot};
 use crate::worker::spare::Spares;
-use crate::worker::Worker;
 
 /// asyncio's default `slow_callback_duration`.
 const DEFAULT_SLOW_CALLBACK: Duration = Duration::from_millis(100);
@@ -329,18 +327,9 @@ impl Builder {
         ));
         let mut threads = Vec::with_capacity(n);
         for (index, queue) in queues.into_iter().enumerate() {
-            let shared2 = shared.clone();
-            let hooks = self.hooks.clone();
-            let spawned = std::thread::Builder::new()
-                .name(format!("{}-{index}", self.thread_name))
-                .spawn(move || {
-                    hooks.wrap(&shared2.handler, || {
-                        let worker = Rc::new(Worker::new(index, shared2.clone(), queue));
-                        crate::worker::run_contained(&shared2, index, worker);
-                    });
-                    // Last: shutdown waits for this, so the stop hook has run by then.
-                    shared2.worker_exited();
-                });
+            let name = format!("{}-{index}", self.thread_name);
+            let spawned =
+                crate::worker::spawn_thread(name, &shared, index, queue, self.hooks.clone());
             keep_or_unwind(spawned, &mut threads, &shared)?;
         }
         // The monitor serves stuck workers through their siblings: useless with one worker.

@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
 
+use crate::builder::ThreadHooks;
 use crate::callback::Callback;
 use crate::context;
 use crate::contextvar;
@@ -72,14 +73,28 @@ const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// The longest single park. Deadlines further away are re-evaluated after this.
 const MAX_PARK: Duration = Duration::from_secs(3600);
 
-/// Runs a worker's thread. The loop contains every panic of user code; one that still gets
-/// out is ours, and must not leave the runtime waiting for a thread that is gone
-/// (`Shared::worker_died`).
-pub(crate) fn run_contained(shared: &Arc<Shared>, index: usize, worker: Rc<Worker>) {
-    let run = worker.clone();
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || run.run_thread())) {
-        shared.worker_died(index, worker.is_searching(), payload);
-    }
+/// Starts the thread of worker (or spare) `index`, named `name`, between the thread hooks.
+pub(crate) fn spawn_thread(
+    name: String,
+    shared: &Arc<Shared>,
+    index: usize,
+    queue: crossbeam_deque::Worker<Job>,
+    hooks: ThreadHooks,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let shared = shared.clone();
+    std::thread::Builder::new().name(name).spawn(move || {
+        hooks.wrap(&shared.handler, || {
+            let worker = Rc::new(Worker::new(index, shared.clone(), queue));
+            let run = worker.clone();
+            // The loop contains every panic of user code; one that still gets out is ours,
+            // and must not leave the runtime waiting for a thread that is gone.
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || run.run_thread())) {
+                shared.worker_died(index, worker.is_searching(), payload);
+            }
+        });
+        // Last: shutdown waits for this, so the stop hook has run by then.
+        shared.worker_exited();
+    })
 }
 
 /// What a worker about to sleep sees of work that may have been pushed at it meanwhile.

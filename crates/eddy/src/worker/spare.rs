@@ -17,13 +17,11 @@
 //! searches and is never picked to be woken), not a home for timers set from outside the
 //! workers, and not in `RuntimeMetrics::workers` (see `RuntimeMetrics::spares`).
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::Worker;
 use crate::builder::ThreadHooks;
 use crate::shared::{Job, Shared};
 
@@ -92,18 +90,9 @@ impl Spares {
         let Some(queue) = state.queues[k].take() else {
             return true;
         };
-        let index = shared.regular + k;
-        let shared2 = shared.clone();
-        let hooks = self.hooks.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("{}-spare-{k}", self.thread_name))
-            .spawn(move || {
-                hooks.wrap(&shared2.handler, || {
-                    let worker = Rc::new(Worker::new(index, shared2.clone(), queue));
-                    super::run_contained(&shared2, index, worker);
-                });
-                shared2.worker_exited();
-            });
+        let name = format!("{}-spare-{k}", self.thread_name);
+        let spawned =
+            super::spawn_thread(name, shared, shared.regular + k, queue, self.hooks.clone());
         match spawned {
             Ok(t) => {
                 state.threads.push(t);

@@ -84,7 +84,10 @@ fn the_monitor_of_an_idle_runtime_sleeps() {
             if monitor.looks() == before {
                 break;
             }
-            assert!(std::time::Instant::now() < end, "the monitor never went to sleep");
+            assert!(
+                std::time::Instant::now() < end,
+                "the monitor never went to sleep"
+            );
         }
     });
 }
