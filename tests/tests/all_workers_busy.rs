@@ -3,36 +3,35 @@
 //! the test releases only at the end.
 
 use std::io::{Read, Write};
-use std::sync::{mpsc, Arc, Barrier};
+use std::sync::mpsc;
 use std::time::Duration;
 
-use eddy_tests::{with_deadline, PATIENCE};
+use eddy_tests::{with_deadline, Anchors, HeldJob, PATIENCE};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const WORKERS: usize = 2;
 
-/// Holds every worker of `rt` in a callback until the returned sender is dropped. Returns once
-/// all of them are held (they meet at a barrier, so each runs on its own worker).
-fn hold_every_worker(rt: &eddy::Runtime) -> mpsc::Sender<()> {
-    let (release, released) = mpsc::channel::<()>();
-    let released = Arc::new(std::sync::Mutex::new(released));
-    let all_held = Arc::new(Barrier::new(WORKERS + 1));
-    for _ in 0..WORKERS {
-        let (all_held, released) = (all_held.clone(), released.clone());
-        rt.handle()
-            .call_soon_threadsafe(move || {
-                all_held.wait();
-                // Until the test drops `release` (recv then fails), at most PATIENCE.
-                let _ = released.lock().unwrap().recv_timeout(PATIENCE * 2);
-            })
-            .unwrap();
-    }
-    all_held.wait();
-    release
+/// Holds every worker of `rt` (not a spare: the jobs are pinned, one per worker) until the
+/// returned jobs are dropped. Returns once all of them are held.
+fn hold_every_worker(anchors: &Anchors) -> Vec<HeldJob> {
+    (0..WORKERS)
+        .map(|w| {
+            let (held, job) = HeldJob::new();
+            anchors.run(w, move || async move { job() });
+            held.wait_started();
+            held
+        })
+        .collect()
 }
 
-fn runtime() -> eddy::Runtime {
-    eddy::Builder::new().workers(WORKERS).build().unwrap()
+fn runtime() -> (eddy::Runtime, Anchors) {
+    let rt = eddy::Builder::new()
+        .workers(WORKERS)
+        .thread_name("awb")
+        .build()
+        .unwrap();
+    let anchors = Anchors::new(&rt, "awb", WORKERS);
+    (rt, anchors)
 }
 
 /// An echo server whose accept loop runs on the workers; with every worker held, a new
@@ -40,7 +39,7 @@ fn runtime() -> eddy::Runtime {
 #[test]
 fn new_connections_are_served_while_every_worker_is_held() {
     with_deadline(LIMIT, || {
-        let rt = runtime();
+        let (rt, anchors) = runtime();
         let (addr_tx, addr_rx) = mpsc::channel();
         drop(rt.handle().spawn(async move {
             let listener = eddy::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -60,7 +59,7 @@ fn new_connections_are_served_while_every_worker_is_held() {
         let addr = addr_rx.recv_timeout(PATIENCE).unwrap();
         // The accept loop is registered (it sent the address from inside its first poll's
         // task, before awaiting the first accept) on one of the workers.
-        let release = hold_every_worker(&rt);
+        let release = hold_every_worker(&anchors);
         let mut conn = std::net::TcpStream::connect(addr).unwrap();
         conn.set_read_timeout(Some(PATIENCE)).unwrap();
         for _ in 0..20 {
@@ -79,8 +78,8 @@ fn new_connections_are_served_while_every_worker_is_held() {
 #[test]
 fn timers_and_tasks_run_while_every_worker_is_held() {
     with_deadline(LIMIT, || {
-        let rt = runtime();
-        let release = hold_every_worker(&rt);
+        let (rt, anchors) = runtime();
+        let release = hold_every_worker(&anchors);
         let (tx, rx) = mpsc::channel();
         for i in 0..10 {
             let timer_tx = tx.clone();
@@ -107,6 +106,21 @@ fn timers_and_tasks_run_while_every_worker_is_held() {
             .chain((0..10).map(|i| ("timer", i)))
             .collect();
         assert_eq!(got, want);
+        drop(release);
+    });
+}
+
+/// With every worker held and nothing else queued anywhere (no timer, no socket), a task
+/// spawned from outside (it waits in the injector) still runs.
+#[test]
+fn a_task_spawned_from_outside_runs_while_every_worker_is_held() {
+    with_deadline(LIMIT, || {
+        let (rt, anchors) = runtime();
+        let release = hold_every_worker(&anchors);
+        let (tx, rx) = mpsc::channel();
+        drop(rt.handle().spawn(async move { tx.send(()).unwrap() }));
+        rx.recv_timeout(PATIENCE)
+            .expect("the task did not run while every worker was held");
         drop(release);
     });
 }

@@ -155,6 +155,58 @@ fn the_clock_does_not_move_while_work_is_running() {
     });
 }
 
+/// Both workers are held, so a spare stands in and runs a job; the workers are then
+/// released and go to sleep while the spare is still in that job. Every worker sleeps, but
+/// the runtime is not idle: the clock must not jump to the hour-long timer.
+#[test]
+fn the_clock_does_not_move_while_a_spare_runs_a_job() {
+    with_deadline(REAL_LIMIT, || {
+        let rt = eddy::Builder::new()
+            .workers(2)
+            .start_paused(true)
+            .thread_name("pcs")
+            .build()
+            .unwrap();
+        // Jobs held on the workers themselves (pinned), not on a spare.
+        let anchors = eddy_tests::Anchors::new(&rt, "pcs", 2);
+        let handle = rt.handle();
+        let t0 = rt.block_on(async { eddy::time() });
+        let workers_held: Vec<_> = (0..2)
+            .map(|w| {
+                let (held, job) = eddy_tests::HeldJob::new();
+                anchors.run(w, move || async move { job() });
+                held.wait_started();
+                held
+            })
+            .collect();
+        // Set while the workers are busy: the clock cannot jump to it before the spare runs.
+        let fired = Arc::new(Mutex::new(None));
+        let f = fired.clone();
+        handle
+            .call_later(HOUR, move || *f.lock().unwrap() = Some(eddy::time()))
+            .unwrap();
+        // A job only a spare can run now; it holds its thread until released.
+        let (job, release_job) = eddy_tests::HeldJob::new();
+        let spare_job = handle.spawn(async move {
+            release_job();
+            eddy::time()
+        });
+        job.wait_started();
+        workers_held.iter().for_each(eddy_tests::HeldJob::release);
+        assert!(eddy_tests::wait_until_all_workers_sleep(
+            &rt,
+            Duration::from_secs(30)
+        ));
+        assert_eq!(*fired.lock().unwrap(), None, "the hour-long timer fired");
+        job.release();
+        assert_eq!(
+            rt.block_on(spare_job).unwrap(),
+            t0,
+            "the clock jumped while a spare ran a job"
+        );
+    });
+}
+
 #[test]
 #[should_panic(expected = "start_paused")]
 fn advance_on_a_running_clock_panics() {

@@ -311,6 +311,13 @@ impl Shared {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Every worker and every spare whose thread started is parked. Spares stay off the idle
+    /// bookkeeping, so `Idle::all_parked` alone would miss a spare running a job.
+    pub(crate) fn every_loop_parked(&self) -> bool {
+        let started = self.regular..self.regular + self.spares.started();
+        self.idle.all_parked() && self.workers[started].iter().all(WorkerSlot::is_parked)
+    }
+
     /// True once every task is to stop at its next poll (closing, or `eddy::run` ending).
     #[inline]
     pub(crate) fn is_stopping(&self) -> bool {

@@ -585,7 +585,7 @@ impl Worker {
         let shared = &*self.shared;
         let mut earliest = u64::MAX;
         let jumped = shared.clock.jump_if_quiet(|| {
-            let quiet = shared.idle.all_parked()
+            let quiet = shared.every_loop_parked()
                 && shared.blocking.is_idle()
                 && shared.block_ons_awake.load(SeqCst) == 0
                 && shared.injector.is_empty()

@@ -22,10 +22,10 @@
 //!
 //! At each look, a worker is stuck if it is awake and its cycle counter has not moved since
 //! the last look (one cycle, one job or many, ran for a whole interval). For a stuck worker
-//! with something waiting (queued jobs, timers, IO sources) it notifies one parked sibling,
-//! whose loop does the rest (`Worker::rescue_stuck_siblings`: it nests the stuck worker's
-//! epoll in its own, fires its timers, steals its queue). If every worker is stuck, it wakes
-//! a spare instead, starting one if none is up yet.
+//! with something waiting (queued jobs, timers, IO sources, or jobs in the injector) it
+//! notifies one parked sibling, whose loop does the rest (`Worker::rescue_stuck_siblings`:
+//! it nests the stuck worker's epoll in its own, fires its timers, steals its queue). If
+//! every worker is stuck, it wakes a spare instead, starting one if none is up yet.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -137,7 +137,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                     state.idle.store(true, Ordering::SeqCst);
                     // Re-check after publishing `idle`: a worker that woke in between either
                     // saw the flag (and will signal) or is visible as awake here.
-                    if all_parked(shared) && !shared.is_closed() {
+                    if shared.every_loop_parked() && !shared.is_closed() {
                         state.cv.wait(&mut guard);
                     }
                     state.idle.store(false, Ordering::SeqCst);
@@ -155,6 +155,10 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         let mut stuck = Vec::new();
         // Spares whose thread never started are no loops yet.
         let live = shared.regular + shared.spares.started();
+        // Work in the injector waits for whichever worker is free: while every worker is
+        // still, it waits on all of them (a task spawned from outside, with nothing else
+        // queued anywhere, would otherwise wait for a long job to end).
+        let injector_waits = !shared.injector.is_empty();
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -170,7 +174,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 look.awake += 1;
                 if !moved {
                     still.push(i);
-                    if w.has_pending_work() {
+                    if injector_waits || w.has_pending_work() {
                         stuck.push(i);
                     }
                 }
@@ -182,13 +186,6 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         look.helped_recently = last_help.is_some_and(|t| t.elapsed() < HELP_MEMORY);
         pace = MonitorPace::next(look);
     }
-}
-
-/// Every worker and every spare that started is parked: the monitor may sleep until one
-/// wakes.
-fn all_parked(shared: &Shared) -> bool {
-    let started = shared.regular..shared.regular + shared.spares.started();
-    shared.idle.all_parked() && shared.workers[started].iter().all(WorkerSlot::is_parked)
 }
 
 /// Sends help for the `stuck` workers (awake, not moving, something waiting): a parked
