@@ -300,3 +300,61 @@ fn names_of_finished_tasks_are_forgotten() {
         assert!(rt.dump_tasks().is_empty());
     });
 }
+
+/// Counts wakes; its strong count tells who still holds it.
+#[derive(Default)]
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Once a task is complete and its handle gave up (output taken, or the handle dropped), the
+/// cell no longer holds the awaiter's waker, even while a stray waker of the task keeps the
+/// cell itself alive: a completed task must not keep its awaiter, and what the awaiter
+/// holds, alive.
+#[test]
+fn a_completed_task_lets_go_of_its_awaiters_waker() {
+    with_deadline(PATIENCE * 2, || {
+        let rt = rt(2);
+        for take_output in [true, false] {
+            let stray: Arc<Mutex<Option<Waker>>> = Arc::default();
+            let (release, released) = async_channel::bounded::<()>(1);
+            let s = stray.clone();
+            let mut task = rt.handle().spawn(async move {
+                std::future::poll_fn(|cx| {
+                    *s.lock().unwrap() = Some(cx.waker().clone());
+                    Poll::Ready(())
+                })
+                .await;
+                released.recv().await.unwrap();
+                7
+            });
+            let awaiter = Arc::new(CountingWaker::default());
+            let waker = Waker::from(awaiter.clone());
+            let polled = Pin::new(&mut task).poll(&mut Context::from_waker(&waker));
+            assert!(polled.is_pending());
+            drop(waker);
+            release.send_blocking(()).unwrap();
+            assert!(
+                wait_until(PATIENCE, || awaiter.0.load(Ordering::SeqCst) == 1),
+                "the awaiter was not woken"
+            );
+            if take_output {
+                assert_eq!(rt.block_on(task).unwrap(), 7);
+            } else {
+                drop(task);
+            }
+            assert!(
+                stray.lock().unwrap().is_some(),
+                "the stray waker keeps the cell"
+            );
+            assert!(
+                wait_until(PATIENCE, || Arc::strong_count(&awaiter) == 1),
+                "the completed task still holds its awaiter's waker (output taken: {take_output})"
+            );
+        }
+    });
+}

@@ -28,11 +28,11 @@
 //! cost). The count and the free mirror `task::raw`'s: `Release` on every drop, `Acquire`
 //! before the free.
 
+use crate::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::panic::Location;
 use std::ptr::NonNull;
-use std::sync::atomic::{self, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -244,7 +244,7 @@ impl Drop for Callback {
             return;
         }
         // Pairs with the release of every other reference: their uses happen before the free.
-        atomic::fence(Ordering::Acquire);
+        fence(Ordering::Acquire);
         // SAFETY: that was the last reference; the vtable is the cell's own.
         unsafe { (self.header().vtable.dealloc)(self.ptr) };
     }

@@ -109,6 +109,21 @@ struct Deferred {
     extra: usize,
 }
 
+impl Drop for Deferred {
+    /// A thread that ends still holding deferred releases (a worker that died in the middle
+    /// of a cycle) gives them up here; without this, the `extra` references would leak.
+    fn drop(&mut self) {
+        let (held, extra) = (self.held.take(), std::mem::take(&mut self.extra));
+        // A panic out of a thread-local destructor aborts the process: a context value
+        // whose destructor panics must not do that.
+        let released =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| release(held, extra)));
+        if released.is_err() {
+            tracing::error!("eddy: a context value's destructor panicked at thread exit");
+        }
+    }
+}
+
 thread_local! {
     static DEFERRED: RefCell<Deferred> = const {
         RefCell::new(Deferred {
@@ -310,6 +325,25 @@ impl<T: Clone + Send + Sync + 'static> ContextVar<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread that exits with releases still deferred (it never reached the end of its
+    /// cycle) gives up every reference it deferred, the counted ones included.
+    #[test]
+    fn deferred_releases_are_given_up_when_the_thread_exits() {
+        let ctx = Arc::new(ContextData::default());
+        let theirs = ctx.clone();
+        std::thread::spawn(move || {
+            defer_releases(true);
+            // Three references to one context: one held, two counted.
+            for _ in 0..3 {
+                release_later(Some(theirs.clone()));
+            }
+            drop(theirs);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(Arc::strong_count(&ctx), 1, "deferred references leaked");
+    }
 
     #[test]
     fn set_get_reset() {

@@ -59,6 +59,7 @@ mod reactor;
 mod run;
 mod runtime;
 mod shared;
+mod sync;
 pub mod task;
 mod timer;
 mod worker;

@@ -203,9 +203,17 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         }
         if !cell.header.is_complete() {
             // Unreachable while the registry holds a reference until the future is gone;
-            // kept so that a leak of logic is not also a leak of the future.
-            // SAFETY: the stage still holds the future, and nobody else can reach it.
-            unsafe { ManuallyDrop::drop(&mut (*cell.stage.get()).running) };
+            // kept so that a leak of logic is not also a leak of the future, whose
+            // destructor is user code and may panic.
+            let dropped = panic::catch_unwind(AssertUnwindSafe(|| {
+                // SAFETY: the stage still holds the future, and nobody else can reach it.
+                unsafe { ManuallyDrop::drop(&mut (*cell.stage.get()).running) }
+            }));
+            if let Err(payload) = dropped {
+                cell.header
+                    .meta
+                    .report_drop_panic(payload, "a task's future");
+            }
         }
     }
 }

@@ -29,6 +29,7 @@ mod handle;
 mod join_set;
 pub(crate) mod raw;
 pub(crate) mod registry;
+pub(crate) mod state;
 mod yield_now;
 
 use std::any::Any;
