@@ -477,3 +477,104 @@ mod tests {
         }
     }
 }
+
+/// Loom models of the cell (`RUSTFLAGS="--cfg eddy_loom"`, run by `.ci/run`): the real
+/// [`Callback`], whose count and state use loom's atomics in that build. The closure's
+/// captures touch a loom `UnsafeCell` when the closure runs and when it is dropped, so two
+/// threads reaching the closure slot at once fail the model.
+#[cfg(all(test, eddy_loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    /// Runs and drops of one closure, in a cell that only one thread may touch at a time.
+    struct Counts(loom::cell::UnsafeCell<(usize, usize)>);
+
+    // SAFETY: loom tracks every access to the inner cell and fails the model if two threads
+    // ever overlap; sharing it is what the model is for.
+    unsafe impl Sync for Counts {}
+    // SAFETY: as for `Sync`.
+    unsafe impl Send for Counts {}
+
+    impl Counts {
+        fn get(&self) -> (usize, usize) {
+            // SAFETY: called once every other thread is done.
+            self.0.with(|c| unsafe { *c })
+        }
+    }
+
+    /// What the closure holds.
+    struct Captures(Arc<Counts>);
+
+    impl Captures {
+        fn ran(&self) {
+            // SAFETY: the model checks exactly that nobody else is in here.
+            self.0 .0.with_mut(|c| unsafe { (*c).0 += 1 });
+        }
+    }
+
+    impl Drop for Captures {
+        fn drop(&mut self) {
+            // SAFETY: as in `ran`.
+            self.0 .0.with_mut(|c| unsafe { (*c).1 += 1 });
+        }
+    }
+
+    fn callback() -> (Callback, Arc<Counts>) {
+        let counts = Arc::new(Counts(loom::cell::UnsafeCell::new((0, 0))));
+        let captures = Captures(counts.clone());
+        let cb = Callback::new(move || captures.ran(), Location::caller());
+        (cb, counts)
+    }
+
+    /// A worker runs the callback and drops its reference while the handle cancels it and
+    /// drops its own: the closure runs at most once, exactly one of the run and the cancel
+    /// wins, the closure is dropped once, and the cell is freed by whoever is last.
+    #[test]
+    fn run_races_cancel() {
+        crate::sync::model("callback: run races cancel", || {
+            let (queued, counts) = callback();
+            let handle = queued.clone();
+            let cancel_won = Arc::new(AtomicUsize::new(0));
+            let runner = thread::spawn(move || {
+                queued.run();
+                drop(queued);
+            });
+            let won = cancel_won.clone();
+            let canceller = thread::spawn(move || {
+                if handle.cancel() {
+                    assert!(handle.cancelled());
+                    won.store(1, Ordering::SeqCst);
+                }
+                drop(handle);
+            });
+            runner.join().unwrap();
+            canceller.join().unwrap();
+            let (runs, drops) = counts.get();
+            assert!(runs <= 1, "ran twice");
+            assert_eq!(
+                runs + cancel_won.load(Ordering::SeqCst),
+                1,
+                "not exactly one winner"
+            );
+            assert_eq!(drops, 1, "closure not dropped exactly once");
+        });
+    }
+
+    /// Two references dropped at once on two threads, the closure never run nor cancelled:
+    /// the last one frees the cell and the closure with it, once.
+    #[test]
+    fn last_references_race() {
+        crate::sync::model("callback: last references race", || {
+            let (a, counts) = callback();
+            let b = a.clone();
+            let other = thread::spawn(move || drop(b));
+            drop(a);
+            other.join().unwrap();
+            let (runs, drops) = counts.get();
+            assert_eq!((runs, drops), (0, 1));
+        });
+    }
+}

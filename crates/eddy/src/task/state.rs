@@ -508,3 +508,319 @@ mod tests {
         s.drop_handle();
     }
 }
+
+/// Loom models of the transitions (`RUSTFLAGS="--cfg eddy_loom"`, run by `.ci/run`).
+///
+/// A model cell stands in for `raw`'s: the state word is the real [`State`]; the stage
+/// (poll count, then output) and the awaiter slot are loom `UnsafeCell`s, so that two
+/// threads touching either at once fail the model; what `raw` does with each transition's
+/// answer is repeated here in a few lines per path. Every thread that gets
+/// [`Wake::Schedule`] runs the task itself, so a second runnable would show up as two runs
+/// at once (`start_run`'s assertion). Each model ends by checking that the output and the
+/// awaiter's waker were dropped exactly once, the waker before the cell was freed, and that
+/// the cell was freed once.
+#[cfg(all(test, eddy_loom))]
+mod loom_models {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::atomic::AtomicUsize;
+    use loom::sync::{Arc, Condvar, Mutex};
+    use loom::thread;
+
+    /// Counts its drops; stands for the output, or for the awaiter's waker.
+    struct Token(Arc<AtomicUsize>);
+
+    impl Drop for Token {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    enum Stage {
+        Running { polls: usize },
+        Output(Option<Token>),
+    }
+
+    struct Cell {
+        state: State,
+        stage: UnsafeCell<Stage>,
+        awaiter: UnsafeCell<Option<Token>>,
+        /// Set when the awaiter's waker is woken (the model's waker is this flag).
+        woken: Mutex<bool>,
+        wake_cv: Condvar,
+        output_drops: Arc<AtomicUsize>,
+        waker_drops: Arc<AtomicUsize>,
+        freed: AtomicUsize,
+        /// When the future finishes (unless cancelled first).
+        ready: Ready,
+        /// The event the foreign waker announces, written `Relaxed`: only the state word's
+        /// release (by the wake) and acquire (by the next run) make the poll see it.
+        event: AtomicUsize,
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Ready {
+        AtFirstPoll,
+        OnEvent,
+        Never,
+    }
+
+    impl Cell {
+        fn new(ready: Ready) -> Arc<Cell> {
+            Arc::new(Cell {
+                state: State::new(),
+                stage: UnsafeCell::new(Stage::Running { polls: 0 }),
+                awaiter: UnsafeCell::new(None),
+                woken: Mutex::new(false),
+                wake_cv: Condvar::new(),
+                output_drops: Arc::new(AtomicUsize::new(0)),
+                waker_drops: Arc::new(AtomicUsize::new(0)),
+                freed: AtomicUsize::new(0),
+                ready,
+                event: AtomicUsize::new(0),
+            })
+        }
+
+        fn drop_ref(&self) {
+            if self.state.ref_dec() {
+                self.free();
+            }
+        }
+
+        fn free(&self) {
+            assert_eq!(self.freed.fetch_add(1, Ordering::SeqCst), 0, "freed twice");
+            // As `cell`'s dealloc: whatever is left in the awaiter slot goes now.
+            self.awaiter.with_mut(|a| drop(unsafe { (*a).take() }));
+        }
+
+        /// `raw::run` for one runnable (the caller hands over its reference).
+        fn run(&self) {
+            loop {
+                let Ok(before) = self.state.start_run() else {
+                    self.drop_ref();
+                    return;
+                };
+                let finished = self.stage.with_mut(|stage| {
+                    // SAFETY: `RUNNING` is ours: nobody else touches the stage.
+                    let stage = unsafe { &mut *stage };
+                    let Stage::Running { polls } = stage else {
+                        panic!("polled after completion")
+                    };
+                    *polls += 1;
+                    let done = before.is_cancelled()
+                        || match self.ready {
+                            Ready::AtFirstPoll => true,
+                            Ready::OnEvent => self.event.load(Ordering::Relaxed) == 1,
+                            Ready::Never => false,
+                        };
+                    if done {
+                        *stage = Stage::Output(Some(Token(self.output_drops.clone())));
+                    }
+                    done
+                });
+                if finished {
+                    self.complete();
+                    return;
+                }
+                match self.state.finish_pending() {
+                    AfterPending::Reschedule => continue,
+                    AfterPending::Idle => return,
+                    AfterPending::Free => return self.free(),
+                }
+            }
+        }
+
+        /// `raw::complete`.
+        fn complete(&self) {
+            let old = self.state.complete();
+            if !old.has_handle() {
+                self.take_output();
+            } else if old.has_join_waker() {
+                self.awaiter.with(|a| {
+                    // SAFETY: read-only while `JOIN_WAKER` is set.
+                    assert!(unsafe { (*a).is_some() }, "JOIN_WAKER without a waker");
+                });
+                *self.woken.lock().unwrap() = true;
+                self.wake_cv.notify_all();
+                if !self.state.unset_join_waker_after_complete().has_handle() {
+                    // SAFETY: the handle left the slot to us.
+                    self.awaiter.with_mut(|a| drop(unsafe { (*a).take() }));
+                }
+            }
+            self.drop_ref();
+        }
+
+        fn take_output(&self) {
+            self.stage.with_mut(|stage| {
+                // SAFETY: whoever calls this owns the output (see `HANDLE`).
+                match unsafe { &mut *stage } {
+                    Stage::Output(out) => drop(out.take().expect("output taken twice")),
+                    Stage::Running { .. } => panic!("output taken before completion"),
+                }
+            });
+        }
+
+        /// `JoinHandle::poll_join` with a fresh waker; true once complete.
+        fn poll_join(&self) -> bool {
+            let state = self.state.load();
+            if state.is_complete() {
+                return true;
+            }
+            if state.has_join_waker() {
+                // The model's waker never `will_wake` a new one: always replace it.
+                if self.state.unset_join_waker().is_err() {
+                    return true;
+                }
+            }
+            let token = Token(self.waker_drops.clone());
+            // SAFETY: `JOIN_WAKER` is clear: the slot is the handle's.
+            let previous = self.awaiter.with_mut(|a| unsafe { (*a).replace(token) });
+            let handed = self.state.set_join_waker();
+            drop(previous);
+            handed.is_err()
+        }
+
+        /// Awaits the task as `block_on` would: polls, sleeps until the waker is woken,
+        /// polls again. A lost wake-up leaves this thread asleep: loom reports a deadlock.
+        fn join(&self) {
+            if !self.poll_join() {
+                let mut woken = self.woken.lock().unwrap();
+                while !*woken {
+                    woken = self.wake_cv.wait(woken).unwrap();
+                }
+                drop(woken);
+                assert!(self.poll_join(), "woken before completion");
+            }
+            self.into_output();
+        }
+
+        /// `JoinHandle::into_output` (after `poll_join` saw completion).
+        fn into_output(&self) {
+            let old = self.state.drop_handle();
+            self.take_output();
+            if !old.has_join_waker() {
+                // SAFETY: the runner is done with the slot.
+                self.awaiter.with_mut(|a| drop(unsafe { (*a).take() }));
+            }
+            self.drop_ref();
+        }
+
+        /// `JoinHandle::drop` (detach).
+        fn drop_handle(&self) {
+            let old = self.state.drop_handle();
+            if old.is_complete() {
+                self.take_output();
+            }
+            if !old.is_complete() || !old.has_join_waker() {
+                // SAFETY: the slot is ours (see `State::drop_handle`).
+                self.awaiter.with_mut(|a| drop(unsafe { (*a).take() }));
+            }
+            self.drop_ref();
+        }
+
+        /// A waker fires (`raw::wake`).
+        fn wake(&self, consume: bool) {
+            match self.state.wake(consume) {
+                Wake::Schedule => self.run(),
+                Wake::Nothing => {}
+                Wake::Complete if consume => self.drop_ref(),
+                Wake::Complete => {}
+            }
+        }
+
+        /// Once every thread is done and only the registry's reference is left: the output
+        /// and the awaiter went exactly once each, and the cell is still there.
+        fn check_before_registry_lets_go(&self, waker_tokens_made: bool) {
+            assert_eq!(
+                self.output_drops.load(Ordering::SeqCst),
+                1,
+                "output not dropped once"
+            );
+            self.awaiter.with(|a| {
+                // SAFETY: every other thread has finished.
+                assert!(
+                    unsafe { (*a).is_none() },
+                    "a completed task kept its awaiter"
+                );
+            });
+            if !waker_tokens_made {
+                assert_eq!(self.waker_drops.load(Ordering::SeqCst), 0);
+            }
+            assert_eq!(self.freed.load(Ordering::SeqCst), 0);
+            assert_eq!(self.state.load().refs(), 1);
+        }
+    }
+
+    /// The runner polls (the future finishes once it sees an event), a foreign thread
+    /// records the event and wakes the task (consuming its waker's reference) at any moment,
+    /// and the handle awaits the output from a third thread. The wake is never lost, even
+    /// when it finds the task already queued or running.
+    #[test]
+    fn run_wake_and_join_race() {
+        crate::sync::model("task: run wake and join race", || {
+            let cell = Cell::new(Ready::OnEvent);
+            cell.state.ref_inc(); // the foreign waker's
+            let waker = {
+                let cell = cell.clone();
+                thread::spawn(move || {
+                    cell.event.store(1, Ordering::Relaxed);
+                    cell.wake(true)
+                })
+            };
+            let joiner = {
+                let cell = cell.clone();
+                thread::spawn(move || cell.join())
+            };
+            cell.run();
+            waker.join().unwrap();
+            joiner.join().unwrap();
+            cell.check_before_registry_lets_go(true);
+            cell.drop_ref();
+            assert_eq!(cell.freed.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// The handle registers a waker and then detaches while the task completes.
+    #[test]
+    fn complete_races_a_handle_that_detaches() {
+        crate::sync::model("task: complete races a handle that detaches", || {
+            let cell = Cell::new(Ready::AtFirstPoll);
+            let joiner = {
+                let cell = cell.clone();
+                thread::spawn(move || {
+                    cell.poll_join();
+                    cell.drop_handle();
+                })
+            };
+            cell.run();
+            joiner.join().unwrap();
+            cell.check_before_registry_lets_go(true);
+            cell.drop_ref();
+            assert_eq!(cell.freed.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    /// The handle cancels (waking the task without consuming a reference) while the task's
+    /// first poll may be running; then it awaits the output.
+    #[test]
+    fn cancel_races_the_first_poll() {
+        crate::sync::model("task: cancel races the first poll", || {
+            // Never finishes on its own: only the cancellation ends it.
+            let cell = Cell::new(Ready::Never);
+            let canceller = {
+                let cell = cell.clone();
+                thread::spawn(move || {
+                    if cell.state.cancel() {
+                        cell.wake(false);
+                    }
+                    cell.join();
+                })
+            };
+            cell.run();
+            canceller.join().unwrap();
+            cell.check_before_registry_lets_go(true);
+            cell.drop_ref();
+            assert_eq!(cell.freed.load(Ordering::SeqCst), 1);
+        });
+    }
+}

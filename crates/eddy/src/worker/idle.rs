@@ -16,9 +16,8 @@
 //! The counters live in one atomic word (`searching` in the low 16 bits, `unparked` above),
 //! the list of parked workers behind a mutex that is only taken on the park/unpark paths.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use parking_lot::Mutex;
+use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::Mutex;
 
 const SEARCHING_MASK: usize = (1 << 16) - 1;
 const UNPARKED_ONE: usize = 1 << 16;

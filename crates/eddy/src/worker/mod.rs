@@ -34,6 +34,8 @@
 
 pub(crate) mod handoff;
 pub(crate) mod idle;
+#[cfg(all(test, eddy_loom))]
+mod loom_models;
 pub(crate) mod monitor;
 mod pace;
 mod siblings;
