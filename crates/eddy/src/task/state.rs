@@ -590,6 +590,7 @@ mod loom_models {
         fn free(&self) {
             assert_eq!(self.freed.fetch_add(1, Ordering::SeqCst), 0, "freed twice");
             // As `cell`'s dealloc: whatever is left in the awaiter slot goes now.
+            // SAFETY: the last reference is gone; nobody else reaches the slot.
             self.awaiter.with_mut(|a| drop(unsafe { (*a).take() }));
         }
 
@@ -738,10 +739,8 @@ mod loom_models {
             );
             self.awaiter.with(|a| {
                 // SAFETY: every other thread has finished.
-                assert!(
-                    unsafe { (*a).is_none() },
-                    "a completed task kept its awaiter"
-                );
+                let empty = unsafe { (*a).is_none() };
+                assert!(empty, "a completed task kept its awaiter");
             });
             if !waker_tokens_made {
                 assert_eq!(self.waker_drops.load(Ordering::SeqCst), 0);
