@@ -196,7 +196,9 @@ fn handed_bursts_are_dropped_exactly_once_at_shutdown() {
 fn a_blocking_injector_job_strands_none_of_the_ready_queue() {
     const LOCAL: usize = 200;
     with_deadline(LIMIT, || {
-        let rt = Builder::new().workers(2).build().unwrap();
+        // No stand-ins: with S and B holding both workers, a spare could take the callbacks
+        // before B starts, and the stealing this test checks would not be needed.
+        let rt = Builder::new().workers(2).spare_workers(0).build().unwrap();
         let handle = rt.handle();
         // One worker is held by S, so that the other takes P, then B, below.
         let (s, s_job) = HeldJob::new();
