@@ -21,7 +21,8 @@
 //!   and busy workers look after each other between jobs, `siblings`).
 //!
 //! At each look, a worker is stuck if it is awake and its cycle counter has not moved since
-//! the last look (one cycle, one job or many, ran for a whole interval). For a stuck worker
+//! the last look (one cycle, one job or many, ran for a whole interval), once it has begun
+//! its first cycle ([`Seen`]). For a stuck worker
 //! with something waiting (queued jobs, timers, IO sources, or jobs in the injector) it
 //! notifies one parked sibling, whose loop does the rest (`Worker::rescue_stuck_siblings`:
 //! it nests the stuck worker's epoll in its own, fires its timers, steals its queue). If
@@ -82,6 +83,37 @@ impl MonitorPace {
             MonitorPace::After(CALM_INTERVAL)
         } else {
             MonitorPace::After(BUSY_INTERVAL)
+        }
+    }
+}
+
+/// What one look makes of one worker, from its park state and its cycle counter now and at
+/// the previous look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// Asleep in its park.
+    Parked,
+    /// Awake, but its thread has not begun its first cycle: it is stuck in no job, only not
+    /// given a CPU yet (as on a loaded machine right after `build`), and a spare's new
+    /// thread would wait for one just as long.
+    Starting,
+    /// Awake, and it began at least one cycle since the previous look.
+    Moving,
+    /// Awake in the same cycle as at the previous look: one job, or one batch, ran for the
+    /// whole interval.
+    Still,
+}
+
+impl Seen {
+    pub(crate) fn of(parked: bool, last_cycles: u64, cycles: u64) -> Seen {
+        if parked {
+            Seen::Parked
+        } else if cycles == 0 {
+            Seen::Starting
+        } else if cycles != last_cycles {
+            Seen::Moving
+        } else {
+            Seen::Still
         }
     }
 }
@@ -165,14 +197,14 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 continue;
             }
             let cycles = w.cycles();
-            let moved = cycles != last_cycles[i];
+            look.moved |= cycles != last_cycles[i];
+            let seen = Seen::of(w.is_parked(), last_cycles[i], cycles);
             last_cycles[i] = cycles;
-            look.moved |= moved;
-            if w.is_parked() {
-                look.parked += 1;
-            } else {
-                look.awake += 1;
-                if !moved {
+            match seen {
+                Seen::Parked => look.parked += 1,
+                Seen::Starting | Seen::Moving => look.awake += 1,
+                Seen::Still => {
+                    look.awake += 1;
                     still.push(i);
                     if injector_waits || w.has_pending_work() {
                         stuck.push(i);
@@ -242,6 +274,22 @@ mod tests {
             moved,
             helped_recently,
         }
+    }
+
+    #[test]
+    fn a_worker_is_still_only_if_it_began_no_cycle_since_the_last_look() {
+        assert_eq!(Seen::of(false, 7, 7), Seen::Still);
+        assert_eq!(Seen::of(false, 7, 8), Seen::Moving);
+        assert_eq!(Seen::of(true, 7, 7), Seen::Parked);
+        assert_eq!(Seen::of(true, 7, 9), Seen::Parked);
+    }
+
+    #[test]
+    fn a_worker_that_never_began_a_cycle_is_not_still() {
+        // Its thread has not run yet: there is no long job to stand in for.
+        assert_eq!(Seen::of(false, 0, 0), Seen::Starting);
+        // Its first cycle is its first job, and that one can run long.
+        assert_eq!(Seen::of(false, 1, 1), Seen::Still);
     }
 
     #[test]
