@@ -692,11 +692,12 @@ mod loom_models {
                 drop(woken);
                 assert!(self.poll_join(), "woken before completion");
             }
-            self.into_output();
+            self.release_after_output();
         }
 
-        /// `JoinHandle::into_output` (after `poll_join` saw completion).
-        fn into_output(&self) {
+        /// What `JoinHandle::into_output` does once `poll_join` saw completion: drop the
+        /// handle, take the output, release the awaiter slot and the reference.
+        fn release_after_output(&self) {
             let old = self.state.drop_handle();
             self.take_output();
             if !old.has_join_waker() {

@@ -3,8 +3,10 @@
 //! The idle bookkeeping is the real [`Idle`] (its word and mutex are loom's in this build)
 //! and the decision to stay awake is the real [`must_stay_awake`]; the steps around them
 //! repeat, in order, what `Worker::park`, `Worker::find_work`, `Worker::stop_searching`,
-//! `Shared::push_remote` and `Shared::add_timer` do, with the injector and a timer heap's
-//! next deadline reduced to one atomic each and a worker's eventfd to a [`Notifier`]. A
+//! `Worker::push_local`, `Worker::share_burst_with_helper`, `Shared::push_remote`,
+//! `Shared::schedule_pinned` and `Shared::add_timer` do, with the injector, an inbox, a
+//! `handed` queue and a timer heap's next deadline reduced to one atomic each, a ready queue
+//! to crossbeam's two indices ([`ReadyQueue`]) and a worker's eventfd to a [`Notifier`]. A
 //! change to the order of those steps or to their fences must be made here too.
 //!
 //! A lost wake-up leaves a worker asleep with work waiting; as nothing else wakes it, loom
@@ -49,10 +51,56 @@ impl Notifier {
     }
 }
 
+/// Worker 0's ready queue, reduced to the indices of crossbeam's deque: the owner publishes
+/// a push with a `Release` store of `back`; others read `front`, fence, read `back`, and
+/// claim a job by moving `front` on.
+struct ReadyQueue {
+    front: AtomicUsize,
+    back: AtomicUsize,
+}
+
+impl ReadyQueue {
+    /// The owner's push; returns the queue's length after it.
+    fn push(&self) -> usize {
+        let b = self.back.load(Relaxed) + 1;
+        self.back.store(b, Release);
+        b - self.front.load(Relaxed)
+    }
+
+    fn is_empty(&self) -> bool {
+        let f = self.front.load(Acquire);
+        fence(SeqCst);
+        self.back.load(Acquire) <= f
+    }
+
+    /// Claims one job (a steal, or the owner's FIFO pop). False when empty.
+    fn take(&self) -> bool {
+        loop {
+            let f = self.front.load(Acquire);
+            fence(SeqCst);
+            if self.back.load(Acquire) <= f {
+                return false;
+            }
+            if self
+                .front
+                .compare_exchange(f, f + 1, SeqCst, Relaxed)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+}
+
 struct Runtime {
     idle: Idle,
     /// Jobs in the injector.
     injector: AtomicUsize,
+    /// Worker 0's ready queue.
+    ready: ReadyQueue,
+    /// Pinned tasks in worker 0's inbox, and jobs in its `handed` queue.
+    inbox: AtomicUsize,
+    handed: AtomicUsize,
     /// Jobs still to be taken; the worker that takes the last one shuts the model down.
     left: AtomicUsize,
     closed: AtomicBool,
@@ -67,6 +115,12 @@ impl Runtime {
         Arc::new(Runtime {
             idle: Idle::new(workers),
             injector: AtomicUsize::new(0),
+            ready: ReadyQueue {
+                front: AtomicUsize::new(0),
+                back: AtomicUsize::new(0),
+            },
+            inbox: AtomicUsize::new(0),
+            handed: AtomicUsize::new(0),
             left: AtomicUsize::new(jobs),
             closed: AtomicBool::new(false),
             park_deadline: (0..workers).map(|_| AtomicUsize::new(AWAKE)).collect(),
@@ -89,6 +143,28 @@ impl Runtime {
         self.wake_idle();
     }
 
+    /// `Worker::push_local` on worker 0: the push, then (for surplus work, a second job)
+    /// fence and the idle state.
+    fn push_local(&self) {
+        if self.ready.push() > 1 {
+            fence(SeqCst);
+            if self.idle.should_wake() {
+                self.wake_idle();
+            }
+        }
+    }
+
+    /// What `Shared::schedule_pinned` (into the inbox, from a foreign thread) and
+    /// `Worker::share_burst_with_helper` (into `handed`, from a sibling) both do: push onto
+    /// worker 0's queue, fence, then notify it if it is parked.
+    fn push_at_worker_0(&self, queue: &AtomicUsize) {
+        queue.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if self.park_deadline[0].load(SeqCst) != AWAKE {
+            self.notifiers[0].notify();
+        }
+    }
+
     /// `Shared::add_timer` on worker 0: the heap's new earliest deadline, fence, then
     /// whether the owner sleeps.
     fn add_timer(&self) {
@@ -99,37 +175,47 @@ impl Runtime {
         }
     }
 
-    /// A steal from the injector.
+    /// A steal from worker 0's ready queue or from the injector.
     fn take_job(&self) -> bool {
+        if !self.ready.take() && !self.take_from_injector() {
+            return false;
+        }
+        if self.left.fetch_sub(1, SeqCst) == 1 {
+            // The last job: shut down, as `Runtime::drop` wakes every worker.
+            self.closed.store(true, SeqCst);
+            self.notifiers.iter().for_each(Notifier::notify);
+        }
+        true
+    }
+
+    fn take_from_injector(&self) -> bool {
         let mut n = self.injector.load(SeqCst);
         while n > 0 {
             match self.injector.compare_exchange(n, n - 1, SeqCst, SeqCst) {
-                Ok(_) => {
-                    if self.left.fetch_sub(1, SeqCst) == 1 {
-                        // The last job: shut down, as `Runtime::drop` wakes every worker.
-                        self.closed.store(true, SeqCst);
-                        self.notifiers.iter().for_each(Notifier::notify);
-                    }
-                    return true;
-                }
+                Ok(_) => return true,
                 Err(actual) => n = actual,
             }
         }
         false
     }
 
+    /// `Shared::has_stealable_work`.
+    fn has_stealable_work(&self) -> bool {
+        self.injector.load(SeqCst) > 0 || !self.ready.is_empty()
+    }
+
     /// `Worker::park` up to its wait, the wait, and the return to work. Returns whether the
     /// worker is searching afterwards.
     fn park(&self, me: usize, was_searching: bool) -> bool {
-        if self.idle.park(me, was_searching) && self.injector.load(SeqCst) > 0 {
+        if self.idle.park(me, was_searching) && self.has_stealable_work() {
             self.wake_idle();
         }
         self.park_deadline[me].store(1, SeqCst);
         fence(SeqCst);
         let timer_set = self.next_timer.load(Acquire) != NO_TIMER;
         let work_arrived = must_stay_awake(ParkCheck {
-            inbox: false,
-            handed: false,
+            inbox: self.inbox.load(SeqCst) > 0,
+            handed: self.handed.load(SeqCst) > 0,
             injector: self.injector.load(SeqCst) > 0,
             someone_searching: self.idle.anyone_searching(),
             closed: self.closed.load(SeqCst),
@@ -215,5 +301,56 @@ fn a_timer_set_while_the_owner_parks_is_seen() {
             rt.park(0, false);
         }
         setter.join().unwrap();
+    });
+}
+
+/// Surplus work pushed onto a worker's own queue (a second job) while its only sibling
+/// searches and parks; the owner then takes one job and runs it for ever (a long job): the
+/// sibling takes the other. This is the parallelism `push_local`'s fence buys.
+#[test]
+fn surplus_pushed_locally_reaches_a_parking_sibling() {
+    crate::sync::model("park: surplus pushed locally while a sibling parks", || {
+        let rt = Runtime::new(2, 2);
+        let sibling = {
+            let rt = rt.clone();
+            thread::spawn(move || rt.worker(1))
+        };
+        rt.push_local();
+        rt.push_local();
+        rt.take_job();
+        sibling.join().unwrap();
+        assert_eq!(rt.left.load(SeqCst), 0);
+    });
+}
+
+/// Worker 0 goes to sleep while something is pushed at it alone, `push` being the path
+/// under test; it loops until it has seen the push in `queue`.
+fn run_push_at_parking_worker(push: fn(&Runtime)) {
+    let rt = Runtime::new(1, 0);
+    let pusher = {
+        let rt = rt.clone();
+        thread::spawn(move || push(&rt))
+    };
+    while rt.inbox.load(SeqCst) == 0 && rt.handed.load(SeqCst) == 0 {
+        rt.park(0, false);
+    }
+    pusher.join().unwrap();
+}
+
+/// A pinned task woken from a foreign thread while its owner parks: the owner sees its
+/// inbox before sleeping, or is notified.
+#[test]
+fn a_pinned_wake_while_the_owner_parks_is_seen() {
+    crate::sync::model("park: a pinned task woken while its owner parks", || {
+        run_push_at_parking_worker(|rt| rt.push_at_worker_0(&rt.inbox))
+    });
+}
+
+/// Jobs of a burst handed to a sibling that woke, missed them and is parking again: it sees
+/// its `handed` queue before sleeping, or is notified.
+#[test]
+fn a_burst_handed_to_a_parking_sibling_is_seen() {
+    crate::sync::model("park: a burst handed to a sibling as it parks", || {
+        run_push_at_parking_worker(|rt| rt.push_at_worker_0(&rt.handed))
     });
 }
