@@ -103,11 +103,19 @@ impl SleepCell {
 
     /// Replaces the waker to call when the deadline passes.
     pub(crate) fn set_waker(&self, waker: &Waker) {
-        let mut slot = self.waker.lock();
-        match &*slot {
-            Some(w) if w.will_wake(waker) => {}
-            _ => *slot = Some(waker.clone()),
+        if self
+            .waker
+            .lock()
+            .as_ref()
+            .is_some_and(|w| w.will_wake(waker))
+        {
+            return;
         }
+        // Cloning the new waker and dropping the old one run user code: outside the lock,
+        // as a waker's destructor may poll (and so lock) this very sleep.
+        let new = waker.clone();
+        let old = self.waker.lock().replace(new);
+        drop(old);
     }
 
     /// The sleeper went away before the deadline; true if this call cancelled it.
@@ -126,5 +134,88 @@ impl SleepCell {
 
     pub(crate) fn is_cancelled(&self) -> bool {
         self.state.load(Ordering::Acquire) == CANCELLED
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::task::Wake;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A waker that, when its last copy is dropped, sets a new waker on `cell` (as a
+    /// destructor that polls the sleep would).
+    struct SetsWakerOnDrop {
+        cell: Mutex<Option<Arc<SleepCell>>>,
+    }
+
+    impl Wake for SetsWakerOnDrop {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    /// A waker whose `wake` sets a new waker on `cell` (as a waker that polls the sleep
+    /// inline would).
+    struct SetsWakerOnWake {
+        cell: Mutex<Option<Arc<SleepCell>>>,
+    }
+
+    impl Wake for SetsWakerOnWake {
+        fn wake(self: Arc<Self>) {
+            if let Some(cell) = self.cell.lock().take() {
+                cell.set_waker(Waker::noop());
+            }
+        }
+    }
+
+    /// Runs `f` on a thread of its own and fails unless it returns: a deadlock fails the
+    /// test instead of hanging the suite.
+    fn returns(what: &str, f: impl FnOnce() + Send + 'static) {
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            f();
+            done_tx.send(()).unwrap();
+        });
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(60)).is_ok(),
+            "{what} deadlocked"
+        );
+    }
+
+    /// `fire` wakes outside the cell's lock: the waker may set a waker inline.
+    #[test]
+    fn a_waker_may_set_the_waker_again_while_it_is_woken() {
+        let waker = Arc::new(SetsWakerOnWake {
+            cell: Mutex::new(None),
+        });
+        let cell = SleepCell::new(Waker::from(waker.clone()));
+        *waker.cell.lock() = Some(cell.clone());
+        returns("firing the timer", move || cell.fire());
+    }
+
+    impl Drop for SetsWakerOnDrop {
+        fn drop(&mut self) {
+            if let Some(cell) = self.cell.lock().take() {
+                cell.set_waker(Waker::noop());
+            }
+        }
+    }
+
+    /// The old waker is dropped outside the cell's lock: its destructor may lock it again.
+    #[test]
+    fn a_replaced_wakers_destructor_may_set_the_waker_again() {
+        let first = Arc::new(SetsWakerOnDrop {
+            cell: Mutex::new(None),
+        });
+        let cell = SleepCell::new(Waker::from(first.clone()));
+        *first.cell.lock() = Some(cell.clone());
+        drop(first);
+        returns("replacing the waker", move || {
+            let second = Arc::new(SetsWakerOnDrop {
+                cell: Mutex::new(None),
+            });
+            cell.set_waker(&Waker::from(second));
+        });
     }
 }
