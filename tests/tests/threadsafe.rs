@@ -80,6 +80,124 @@ fn million_threadsafe_callbacks_from_four_threads_run_exactly_once() {
     });
 }
 
+/// Counts its drop in `dropped[i]`: the closure of callback `i` holds one.
+struct DropFlag {
+    dropped: &'static [AtomicU8],
+    i: usize,
+}
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.dropped[self.i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// 1,000,000 `call_soon_threadsafe` calls from 4 foreign threads, every other one cancelled
+/// at once by one of 2 other foreign threads, racing the workers that run it: each callback
+/// either ran exactly once or was cancelled (never both, never neither), and each closure
+/// was dropped exactly once.
+#[test]
+fn million_threadsafe_callbacks_raced_by_cancels_run_or_cancel_exactly_once() {
+    const SUBMITTERS: usize = 4;
+    const CANCELLERS: usize = 2;
+    const PER_THREAD: usize = 250_000;
+    const TOTAL: usize = SUBMITTERS * PER_THREAD;
+    const CANCEL_LAG: usize = 2;
+    const WINDOW: usize = 16;
+    fn leak() -> &'static [AtomicU8] {
+        Box::leak((0..TOTAL).map(|_| AtomicU8::new(0)).collect::<Box<[_]>>())
+    }
+    with_deadline(Duration::from_secs(240), || {
+        let rt = Builder::new().workers(2).build().unwrap();
+        let (ran, cancelled, dropped) = (leak(), leak(), leak());
+        // Callbacks of each submitter that ran or were cancelled.
+        let settled: &'static [AtomicUsize; SUBMITTERS] =
+            Box::leak(Box::new([const { AtomicUsize::new(0) }; SUBMITTERS]));
+        let all_settled = || {
+            settled
+                .iter()
+                .map(|s| s.load(Ordering::Acquire))
+                .sum::<usize>()
+        };
+        let mut to_cancel = Vec::new();
+        let cancellers: Vec<_> = (0..CANCELLERS)
+            .map(|_| {
+                let (tx, rx) = mpsc::sync_channel::<(usize, eddy::Handle)>(4096);
+                to_cancel.push(tx);
+                std::thread::spawn(move || {
+                    for (i, h) in rx {
+                        h.cancel();
+                        if h.cancelled() {
+                            cancelled[i].fetch_add(1, Ordering::Relaxed);
+                            settled[i / PER_THREAD].fetch_add(1, Ordering::Release);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let start = Arc::new(Barrier::new(SUBMITTERS));
+        let submitters: Vec<_> = (0..SUBMITTERS)
+            .map(|t| {
+                let to_cancel = to_cancel[t % CANCELLERS].clone();
+                let (handle, start) = (rt.handle(), start.clone());
+                std::thread::spawn(move || {
+                    let mut lagging = std::collections::VecDeque::new();
+                    start.wait();
+                    for (n, i) in (t * PER_THREAD..(t + 1) * PER_THREAD).enumerate() {
+                        // A short queue, so that cancels meet callbacks about to run.
+                        while n.saturating_sub(settled[t].load(Ordering::Acquire)) > WINDOW {
+                            std::thread::yield_now();
+                        }
+                        let flag = DropFlag { dropped, i };
+                        let h = handle
+                            .call_soon_threadsafe(move || {
+                                let flag = flag;
+                                ran[flag.i].fetch_add(1, Ordering::Relaxed);
+                                settled[flag.i / PER_THREAD].fetch_add(1, Ordering::Release);
+                            })
+                            .expect("runtime is open");
+                        if i % 2 == 1 {
+                            // Cancelled some submissions later, so that some of these
+                            // races are won by the workers.
+                            lagging.push_back((i, h));
+                            if lagging.len() > CANCEL_LAG {
+                                to_cancel.send(lagging.pop_front().unwrap()).unwrap();
+                            }
+                        }
+                    }
+                    lagging.into_iter().for_each(|c| to_cancel.send(c).unwrap());
+                })
+            })
+            .collect();
+        drop(to_cancel);
+        submitters.into_iter().for_each(|s| s.join().unwrap());
+        cancellers.into_iter().for_each(|c| c.join().unwrap());
+        assert!(
+            wait_until(Duration::from_secs(120), || all_settled() >= TOTAL),
+            "only {} of {TOTAL} callbacks ran or were cancelled",
+            all_settled()
+        );
+        // Once the runtime is gone nothing can run any more: the counts are final.
+        drop(rt);
+        let wrong: Vec<(usize, u8, u8, u8)> = (0..TOTAL)
+            .map(|i| {
+                let load = |a: &[AtomicU8]| a[i].load(Ordering::Relaxed);
+                (i, load(ran), load(cancelled), load(dropped))
+            })
+            .filter(|&(_, ran, cancelled, dropped)| ran + cancelled != 1 || dropped != 1)
+            .take(10)
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "(item, ran, cancelled, dropped) not run-or-cancelled and dropped exactly once: {wrong:?}"
+        );
+        let cancels = (0..TOTAL)
+            .filter(|&i| cancelled[i].load(Ordering::Relaxed) == 1)
+            .count();
+        eprintln!("{cancels} of {} cancels won their race", TOTAL / 2);
+    });
+}
+
 /// A worker that went to sleep is woken by a foreign submission, every time: 2,000 rounds of
 /// "submit, wait for it to run", and every 16th round starts only once every worker is
 /// asleep. A lost wake-up shows up as a round that does not finish.
