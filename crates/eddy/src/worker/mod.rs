@@ -231,11 +231,25 @@ impl Worker {
             // then its queue checks), so one of us sees the other.
             atomic::fence(SeqCst);
             if self.shared.idle.should_wake() {
-                if let Some(woken) = self.shared.wake_idle() {
+                if let Some(woken) = self.wake_sibling() {
                     self.helper.set(Some(woken));
                 }
             }
         }
+    }
+
+    /// Wakes a parked sibling for work this worker has found (surplus jobs, IO backlog),
+    /// returning which one. Called only while this worker is off the parked list (`park`
+    /// dispatches what its wait reported after `unpark_self`), so the worker woken is never
+    /// this one, which would take the wake-up meant for a sibling.
+    fn wake_sibling(&self) -> Option<usize> {
+        let woken = self.shared.wake_idle();
+        debug_assert_ne!(
+            woken,
+            Some(self.index),
+            "a worker woke itself, not a sibling"
+        );
+        woken
     }
 
     /// Queues a pinned task on this worker.
@@ -385,7 +399,7 @@ impl Worker {
         }
         self.quiet.set(false);
         if self.io_backlog_is_surplus() && self.shared.idle.should_wake() {
-            self.shared.wake_idle();
+            self.wake_sibling();
         }
     }
 
@@ -475,7 +489,7 @@ impl Worker {
         };
         if surplus || !self.shared.injector.is_empty() {
             // The last searcher found more work than it can start at once: wake another.
-            self.shared.wake_idle();
+            self.wake_sibling();
         }
     }
 
