@@ -1,0 +1,305 @@
+//! The soak run: a mixed server workload on one eddy runtime for a given time, sampling the
+//! process's resident memory and open file descriptors every second, to show that nothing
+//! accumulates (memory, sockets, timers, tasks) over a long run.
+//!
+//! ```sh
+//! cargo run --release -p eddy-benches --bin soak -- --secs 600           # the recorded run
+//! cargo run --release -p eddy-benches --bin soak -- --secs 60 --warmup 10
+//! ```
+//!
+//! The workload, all at once, on a runtime of 2 workers:
+//! * an echo server (one task per connection) and [`CLIENTS`] client tasks, each opening a
+//!   connection, exchanging [`REQUESTS_PER_CONNECTION`] 64-byte requests with it, checking
+//!   every echo, closing it, and starting over;
+//! * timer churn: rounds of [`TIMERS_PER_ROUND`] `call_later` callbacks with delays of 1 to
+//!   50 ms, every other one cancelled at once;
+//! * task churn: rounds of [`TASKS_PER_ROUND`] spawned tasks that sleep 1 to 50 ms, every other
+//!   one cancelled at once;
+//! * [`FOREIGN_THREADS`] threads outside the runtime submitting `call_soon_threadsafe`
+//!   callbacks, [`CALLBACKS_PER_BATCH`] at a time.
+//!
+//! Each second it prints the resident set (`VmRSS`), the number of open descriptors and what
+//! the workload did so far. Memory is judged after the warm-up (`--warmup`, default a tenth of
+//! the run, at most 60 s): the drift is the mean RSS of the last 10 samples against the mean
+//! of the first 10 after the warm-up. Descriptors are judged against the count before the
+//! load started (runtime and listener up), once the load has stopped and every connection has
+//! closed. The run fails (exit status 1) if the drift is 5 % or more, if descriptors are not
+//! back to that count, or if an echo came back wrong.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eddy_benches::Lcg;
+
+/// Client tasks, each with one connection open at a time.
+const CLIENTS: usize = 16;
+/// Requests each connection makes before it is closed and replaced.
+const REQUESTS_PER_CONNECTION: usize = 50;
+/// `call_later` callbacks set per round of timer churn (half of them cancelled).
+const TIMERS_PER_ROUND: usize = 200;
+/// Tasks spawned per round of task churn (half of them cancelled).
+const TASKS_PER_ROUND: usize = 200;
+/// Threads outside the runtime submitting callbacks.
+const FOREIGN_THREADS: usize = 2;
+/// Callbacks a foreign thread submits at a time, once a millisecond.
+const CALLBACKS_PER_BATCH: usize = 50;
+/// Pause between rounds of timer and task churn.
+const ROUND_PAUSE: Duration = Duration::from_millis(10);
+/// Allowed growth of resident memory after the warm-up.
+const MAX_DRIFT: f64 = 0.05;
+/// Samples averaged at each end of the judged interval.
+const WINDOW: usize = 10;
+const MSG: usize = 64;
+
+/// What the workload did so far.
+#[derive(Default)]
+struct Counts {
+    connections: AtomicU64,
+    requests: AtomicU64,
+    bad_echoes: AtomicU64,
+    timers_fired: AtomicU64,
+    timers_cancelled: AtomicU64,
+    tasks_finished: AtomicU64,
+    tasks_cancelled: AtomicU64,
+    callbacks: AtomicU64,
+}
+
+impl Counts {
+    fn line(&self) -> String {
+        format!(
+            "conns {} reqs {} timers {}+{}c tasks {}+{}c callbacks {}",
+            self.connections.load(Relaxed),
+            self.requests.load(Relaxed),
+            self.timers_fired.load(Relaxed),
+            self.timers_cancelled.load(Relaxed),
+            self.tasks_finished.load(Relaxed),
+            self.tasks_cancelled.load(Relaxed),
+            self.callbacks.load(Relaxed),
+        )
+    }
+}
+
+fn main() -> io::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| -> Option<u64> {
+        let i = args.iter().position(|a| a == name)?;
+        args.get(i + 1)?.parse().ok()
+    };
+    let secs = arg("--secs").unwrap_or(60);
+    let warmup = arg("--warmup").unwrap_or((secs / 10).min(60));
+    if secs < warmup + 2 * WINDOW as u64 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "--secs must be at least --warmup + {} (two windows of samples)",
+                2 * WINDOW
+            ),
+        ));
+    }
+
+    let rt = eddy::Builder::new().workers(2).build()?;
+    let counts = Arc::new(Counts::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = rt.block_on(async {
+        let listener = eddy::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        drop(eddy::spawn(serve(listener)));
+        io::Result::Ok(addr)
+    })?;
+    let fds_before = open_fds()?;
+    println!(
+        "soak: {secs} s ({warmup} s warm-up), {} fds before the load",
+        fds_before
+    );
+
+    let mut load = Vec::new();
+    for c in 0..CLIENTS {
+        load.push(
+            rt.handle()
+                .spawn(client(addr, c as u64, counts.clone(), stop.clone())),
+        );
+    }
+    load.push(rt.handle().spawn(timer_churn(counts.clone(), stop.clone())));
+    load.push(rt.handle().spawn(task_churn(counts.clone(), stop.clone())));
+    let foreign: Vec<_> = (0..FOREIGN_THREADS)
+        .map(|_| {
+            let (handle, counts, stop) = (rt.handle(), counts.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    for _ in 0..CALLBACKS_PER_BATCH {
+                        let counts = counts.clone();
+                        let submitted = handle.call_soon_threadsafe(move || {
+                            counts.callbacks.fetch_add(1, Relaxed);
+                        });
+                        if submitted.is_err() {
+                            return;
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        })
+        .collect();
+
+    // One sample a second, on the second.
+    let start = Instant::now();
+    let mut rss = Vec::new();
+    for s in 1..=secs {
+        let due = start + Duration::from_secs(s);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+        let kb = rss_kb()?;
+        rss.push(kb);
+        println!(
+            "{s:>5} s  rss {kb:>7} kB  fds {:>4}  {}",
+            open_fds()?,
+            counts.line()
+        );
+    }
+
+    // Stop the load, let every connection close, and count descriptors again.
+    stop.store(true, Relaxed);
+    for t in load {
+        match rt.block_on(t) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => println!("soak: a load task failed: {e}"),
+            Err(e) => println!("soak: a load task ended abnormally: {e}"),
+        }
+    }
+    foreign.into_iter().for_each(|t| t.join().unwrap());
+    let settle = Instant::now() + Duration::from_secs(10);
+    let mut fds_after = open_fds()?;
+    while fds_after != fds_before && Instant::now() < settle {
+        std::thread::sleep(Duration::from_millis(10));
+        fds_after = open_fds()?;
+    }
+
+    let judged = &rss[warmup as usize..];
+    let mean = |w: &[u64]| w.iter().sum::<u64>() as f64 / w.len() as f64;
+    let (first, last) = (
+        mean(&judged[..WINDOW]),
+        mean(&judged[judged.len() - WINDOW..]),
+    );
+    let drift = last / first - 1.0;
+    let peak = judged.iter().max().copied().unwrap_or(0);
+    let bad = counts.bad_echoes.load(Relaxed);
+    println!("soak: {}", counts.line());
+    println!(
+        "soak: rss after warm-up {first:.0} kB, at the end {last:.0} kB (drift {:+.2} %), \
+         peak {peak} kB; fds {fds_before} before, {fds_after} after; {bad} bad echoes",
+        drift * 100.0
+    );
+    drop(rt);
+    let ok = drift < MAX_DRIFT && fds_after == fds_before && bad == 0;
+    println!("soak: {}", if ok { "PASS" } else { "FAIL" });
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
+/// The echo server: one task per connection, until the peer closes.
+async fn serve(listener: eddy::net::TcpListener) {
+    loop {
+        let Ok((s, _)) = listener.accept().await else {
+            continue;
+        };
+        drop(eddy::spawn(async move {
+            let mut buf = [0u8; 4096];
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if s.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }));
+    }
+}
+
+/// One client: connections opened, used and closed, one after the other, until `stop`.
+async fn client(
+    addr: std::net::SocketAddr,
+    seed: u64,
+    counts: Arc<Counts>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<()> {
+    let mut rng = Lcg::new(seed);
+    while !stop.load(Relaxed) {
+        let s = eddy::net::TcpStream::connect(addr).await?;
+        counts.connections.fetch_add(1, Relaxed);
+        let mut out = [0u8; MSG];
+        let mut back = [0u8; MSG];
+        for _ in 0..REQUESTS_PER_CONNECTION {
+            out.iter_mut().for_each(|b| *b = rng.next() as u8);
+            s.write_all(&out).await?;
+            s.read_exact(&mut back).await?;
+            if back != out {
+                counts.bad_echoes.fetch_add(1, Relaxed);
+            }
+            counts.requests.fetch_add(1, Relaxed);
+        }
+    }
+    Ok(())
+}
+
+/// Rounds of timers set and (every other one) cancelled at once.
+async fn timer_churn(counts: Arc<Counts>, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let mut rng = Lcg::new(7);
+    while !stop.load(Relaxed) {
+        for i in 0..TIMERS_PER_ROUND {
+            let delay = Duration::from_millis(1 + rng.next() % 50);
+            let c = counts.clone();
+            let timer = eddy::call_later(delay, move || {
+                c.timers_fired.fetch_add(1, Relaxed);
+            });
+            if i % 2 == 1 {
+                timer.cancel();
+                counts.timers_cancelled.fetch_add(1, Relaxed);
+            }
+        }
+        eddy::time::sleep(ROUND_PAUSE).await;
+    }
+    Ok(())
+}
+
+/// Rounds of tasks spawned and (every other one) cancelled at once.
+async fn task_churn(counts: Arc<Counts>, stop: Arc<AtomicBool>) -> io::Result<()> {
+    let mut rng = Lcg::new(11);
+    while !stop.load(Relaxed) {
+        let mut tasks = Vec::with_capacity(TASKS_PER_ROUND);
+        for _ in 0..TASKS_PER_ROUND {
+            let delay = Duration::from_millis(1 + rng.next() % 50);
+            let c = counts.clone();
+            tasks.push(eddy::spawn(async move {
+                eddy::time::sleep(delay).await;
+                c.tasks_finished.fetch_add(1, Relaxed);
+            }));
+        }
+        for (i, t) in tasks.into_iter().enumerate() {
+            if i % 2 == 1 {
+                t.cancel();
+                counts.tasks_cancelled.fetch_add(1, Relaxed);
+            }
+            // The rest are detached: they finish on their own.
+        }
+        eddy::time::sleep(ROUND_PAUSE).await;
+    }
+    Ok(())
+}
+
+/// This process's resident set, in kB.
+fn rss_kb() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no VmRSS in /proc/self/status"))
+}
+
+/// Descriptors this process has open.
+fn open_fds() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/fd")?.count())
+}
