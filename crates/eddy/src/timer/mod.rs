@@ -34,6 +34,18 @@ pub(crate) use entry::{SleepCell, TimerAction};
 /// asyncio's `_MIN_SCHEDULED_TIMER_HANDLES`.
 const MIN_SCHEDULED_FOR_REBUILD: usize = 100;
 
+/// Below this many entries of capacity a heap is never shrunk: small heaps cost little, and
+/// shrinking them would only make the next burst grow them again.
+const SHRINK_ABOVE: usize = 1024;
+
+/// The capacity a heap of `len` entries in `capacity` slots gives back to, if any: once a
+/// burst has passed and the heap is less than a quarter full, it shrinks to twice its length
+/// (a `Vec` never shrinks by itself, so a server would otherwise hold its busiest moment's
+/// heap for ever; the factor of two leaves room so that ordinary churn does not regrow it).
+fn shrunk_capacity(len: usize, capacity: usize) -> Option<usize> {
+    (capacity > SHRINK_ABOVE && len < capacity / 4).then(|| (len * 2).max(SHRINK_ABOVE))
+}
+
 /// How far in the future a "never" deadline lies: `Duration::MAX` delays are clamped to this,
 /// which keeps every deadline representable as an `Instant` and as `u64` nanoseconds.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -146,6 +158,9 @@ impl TimerQueue {
                 heap.entries.pop();
                 Self::uncount(&self.cancelled);
             }
+        }
+        if let Some(capacity) = shrunk_capacity(heap.entries.len(), heap.entries.capacity()) {
+            heap.entries.shrink_to(capacity);
         }
         self.publish(&heap)
     }
@@ -337,6 +352,43 @@ mod tests {
             "the 50 cancelled entries at the top are popped"
         );
         assert_eq!(q.cancelled_count(), 50);
+    }
+
+    #[test]
+    fn a_heap_gives_back_capacity_only_when_large_and_mostly_empty() {
+        assert_eq!(shrunk_capacity(0, SHRINK_ABOVE), None, "small: kept");
+        assert_eq!(
+            shrunk_capacity(1024, 4096),
+            None,
+            "a quarter full or more: kept"
+        );
+        assert_eq!(shrunk_capacity(1023, 4096), Some(2046));
+        assert_eq!(
+            shrunk_capacity(10, 1 << 16),
+            Some(SHRINK_ABOVE),
+            "never below the floor"
+        );
+        // After shrinking, the same length does not shrink again.
+        let after = shrunk_capacity(1023, 4096).unwrap();
+        assert_eq!(shrunk_capacity(1023, after), None);
+    }
+
+    #[test]
+    fn tidy_shrinks_a_heap_after_a_burst() {
+        let q = TimerQueue::new(Instant::now());
+        let cells = schedule_many(&q, 10_000);
+        let burst_capacity = q.heap.lock().entries.capacity();
+        // All but 100 cancelled: the rebuild leaves 100 entries in the burst's allocation.
+        for c in cells.iter().skip(100) {
+            cancel(&q, c);
+        }
+        q.tidy();
+        assert_eq!(q.len(), 100);
+        let capacity = q.heap.lock().entries.capacity();
+        assert!(
+            capacity < burst_capacity && capacity <= SHRINK_ABOVE * 2,
+            "capacity {capacity} after the burst ({burst_capacity} during it)"
+        );
     }
 
     #[test]
