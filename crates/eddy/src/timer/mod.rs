@@ -46,6 +46,15 @@ fn shrunk_capacity(len: usize, capacity: usize) -> Option<usize> {
     (capacity > SHRINK_ABOVE && len < capacity / 4).then(|| (len * 2).max(SHRINK_ABOVE))
 }
 
+/// Applies [`shrunk_capacity`] to a scratch buffer of due timers, which a worker keeps from
+/// cycle to cycle: a burst of due timers (a worker back from a long stall) must not pin its
+/// size for ever.
+pub(crate) fn shrink_after_burst<T>(buffer: &mut Vec<T>) {
+    if let Some(capacity) = shrunk_capacity(buffer.len(), buffer.capacity()) {
+        buffer.shrink_to(capacity);
+    }
+}
+
 /// How far in the future a "never" deadline lies: `Duration::MAX` delays are clamped to this,
 /// which keeps every deadline representable as an `Instant` and as `u64` nanoseconds.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -371,6 +380,20 @@ mod tests {
         // After shrinking, the same length does not shrink again.
         let after = shrunk_capacity(1023, 4096).unwrap();
         assert_eq!(shrunk_capacity(1023, after), None);
+    }
+
+    #[test]
+    fn a_scratch_buffer_gives_back_a_burst() {
+        let mut due: Vec<u64> = Vec::with_capacity(50_000);
+        shrink_after_burst(&mut due);
+        assert!(due.capacity() <= 2 * SHRINK_ABOVE, "{}", due.capacity());
+        let mut small: Vec<u64> = Vec::with_capacity(SHRINK_ABOVE);
+        shrink_after_burst(&mut small);
+        assert_eq!(
+            small.capacity(),
+            SHRINK_ABOVE,
+            "a small buffer is kept as it is"
+        );
     }
 
     #[test]

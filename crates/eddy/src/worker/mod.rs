@@ -641,6 +641,7 @@ impl Worker {
         let mut due = std::mem::take(&mut *self.due.borrow_mut());
         timers.take_due(self.shared.clock.now(), &mut due);
         self.dispatch_timers(&mut due);
+        crate::timer::shrink_after_burst(&mut due);
         *self.due.borrow_mut() = due;
     }
 

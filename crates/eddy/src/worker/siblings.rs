@@ -272,6 +272,7 @@ impl Worker {
         }
         let found = !due.is_empty();
         self.dispatch_timers(&mut due);
+        crate::timer::shrink_after_burst(&mut due);
         *self.due.borrow_mut() = due;
         found
     }
