@@ -475,3 +475,16 @@ pub fn assert_child_test_passes(name: &str) {
         "the child test {name} failed ({status}):\n{output}"
     );
 }
+
+/// A round trip through the echo server at `addr` from the calling thread, with plain
+/// blocking sockets (so it does not depend on the runtime under test to run the client):
+/// fails unless the server accepts and echoes within [`PATIENCE`].
+pub fn assert_echo_server_serves(addr: std::net::SocketAddr) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the echo server");
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(b"still there?").unwrap();
+    let mut back = [0u8; 12];
+    s.read_exact(&mut back).expect("no echo");
+    assert_eq!(&back, b"still there?");
+}

@@ -3,13 +3,15 @@
 //! error for the connection or job concerned, nothing else is lost, the workers go back to
 //! sleep afterwards (no busy loop), and the runtime keeps serving a fresh connection.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use eddy::net::{open_connection, StreamWriter, TcpListener, TcpStream, WriteBufferFull};
-use eddy_tests::{wait_until, wait_until_all_workers_sleep, with_deadline, PATIENCE};
+use eddy_tests::{
+    assert_echo_server_serves, wait_until, wait_until_all_workers_sleep, with_deadline, PATIENCE,
+};
 
 /// Builds a two-worker runtime, runs `body` with it on a thread of its own, and fails the
 /// test instead of hanging if that takes longer than twice [`PATIENCE`].
@@ -39,17 +41,6 @@ fn echo_server(rt: &eddy::Runtime) -> std::net::SocketAddr {
         }));
         addr
     })
-}
-
-/// A round trip through the echo server at `addr` from this (foreign) thread, with plain
-/// blocking sockets: the runtime still accepts and serves.
-fn assert_still_serves(addr: std::net::SocketAddr) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(PATIENCE)).unwrap();
-    s.write_all(b"still there?").unwrap();
-    let mut back = [0u8; 12];
-    s.read_exact(&mut back).expect("no echo after the fault");
-    assert_eq!(&back, b"still there?");
 }
 
 /// Both workers parked: whatever the fault left behind does not keep a worker spinning.
@@ -104,7 +95,7 @@ fn a_peer_resetting_mid_read_fails_that_read_only() {
         });
         assert!(is_reset(&err), "{err:?}");
         assert_workers_sleep(rt);
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
     });
 }
 
@@ -127,7 +118,7 @@ fn a_peer_resetting_mid_write_fails_that_write_only() {
         });
         assert!(is_reset(&err), "{err:?}");
         assert_workers_sleep(rt);
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
     });
 }
 
@@ -180,7 +171,7 @@ fn peers_that_never_read_hit_the_writers_cap() {
         let held: usize = writers.iter().map(|w| w.write_buffer_size()).sum();
         assert!(held <= PEERS * CAP, "writers hold {held} bytes");
         assert_workers_sleep(rt);
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
         drop(writers);
     });
 }
@@ -210,7 +201,7 @@ fn a_line_trickled_past_the_readers_limit_is_refused() {
                 break; // the server gave up on us and closed
             }
             if i % 256 == 0 {
-                assert_still_serves(addr);
+                assert_echo_server_serves(addr);
             }
             if !line.is_empty() {
                 break;
@@ -227,7 +218,7 @@ fn a_line_trickled_past_the_readers_limit_is_refused() {
         );
         drop(loris);
         assert_workers_sleep(rt);
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
     });
 }
 
@@ -272,7 +263,7 @@ fn a_blocking_storm_past_the_cap_queues_and_every_job_runs_once() {
         );
         assert_eq!(rt.metrics().blocking_threads, CAP);
         // The storm is queued on the pool, not on the workers: they serve.
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
         assert_eq!(rt.block_on(rt.handle().spawn(async { 7 })).unwrap(), 7);
         assert_eq!(started.load(Ordering::SeqCst), CAP, "a queued job started");
         drop(release);

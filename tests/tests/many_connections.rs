@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy::net::TcpListener;
-use eddy_tests::{is_child, wait_until, wait_until_all_workers_sleep, with_deadline, PATIENCE};
+use eddy_tests::{
+    assert_echo_server_serves, is_child, wait_until, wait_until_all_workers_sleep, with_deadline,
+    PATIENCE,
+};
 
 const CONNECTIONS: usize = 10_000;
 /// Where the child connects to.
@@ -125,7 +128,7 @@ fn ten_thousand_connections_opened_and_dropped_at_once() {
         assert_eq!(live.load(Ordering::SeqCst), CONNECTIONS);
         // One per connection, and our two pipes to the child.
         assert_eq!(open_fds(), fds_before + CONNECTIONS + 2);
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
 
         to_child.write_all(b"drop\n").unwrap();
         assert!(child.wait().unwrap().success(), "the client process failed");
@@ -145,18 +148,8 @@ fn ten_thousand_connections_opened_and_dropped_at_once() {
             "a worker kept running: {:?}",
             rt.metrics()
         );
-        assert_still_serves(addr);
+        assert_echo_server_serves(addr);
     });
-}
-
-/// A round trip from this thread through the server at `addr`.
-fn assert_still_serves(addr: std::net::SocketAddr) {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(PATIENCE)).unwrap();
-    s.write_all(b"ping").unwrap();
-    let mut back = [0u8; 4];
-    s.read_exact(&mut back).expect("no echo");
-    assert_eq!(&back, b"ping");
 }
 
 /// The client side, in a child process: opens every connection, checks one echo on each,
