@@ -237,3 +237,66 @@ fn a_blocking_injector_job_strands_none_of_the_ready_queue() {
         assert!(all_ran, "callbacks stranded while B blocked its worker");
     });
 }
+
+/// More sockets than a fresh worker runs alone after one harvest (its IO pace is untimed, so
+/// more than 16 woken tasks count as a backlog worth a sibling).
+const BACKLOG: usize = 24;
+
+/// A worker that wakes from its park to an IO backlog asks for a sibling's help only once it
+/// is off the parked list: were it still on it, the sibling it woke would be itself (the list
+/// hands out the most recently parked first) and the worker meant to help would sleep on.
+/// With one worker the only parked worker is the one harvesting, so the wake-up is always
+/// that mistake if the order is wrong; `Worker::wake_sibling` debug-asserts against it, and
+/// the worker would die on the assertion, leaving every echo below unanswered.
+#[test]
+fn a_worker_woken_by_an_io_backlog_does_not_wake_itself() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream as StdUnixStream;
+
+    with_deadline(LIMIT, || {
+        let log = eddy_tests::ExceptionLog::new();
+        let rt = Builder::new()
+            .workers(1)
+            .spare_workers(0)
+            .exception_handler(log.handler())
+            .build()
+            .unwrap();
+        let handle = rt.handle();
+        let mut peers = Vec::new();
+        for _ in 0..BACKLOG {
+            let (ours, theirs) = StdUnixStream::pair().unwrap();
+            drop(handle.spawn(async move {
+                let ours = eddy::net::UnixStream::from_std(ours).unwrap();
+                let mut buf = [0u8; 64];
+                while let Ok(n @ 1..) = ours.read(&mut buf).await {
+                    ours.write_all(&buf[..n]).await.unwrap();
+                }
+            }));
+            theirs.set_read_timeout(Some(PATIENCE)).unwrap();
+            peers.push(theirs);
+        }
+        // Every echo task has registered its socket and waits for a read.
+        assert!(
+            eddy_tests::wait_until_all_workers_sleep(&rt, PATIENCE),
+            "the worker never went to sleep"
+        );
+
+        // The worker is held while every peer writes, so that its next park finds all of
+        // them ready in one harvest.
+        let (held, job) = HeldJob::new();
+        handle.call_soon_threadsafe(job).unwrap();
+        held.wait_started();
+        for peer in &mut peers {
+            peer.write_all(b"ping").unwrap();
+        }
+        held.release();
+
+        for (i, peer) in peers.iter_mut().enumerate() {
+            let mut buf = [0u8; 4];
+            peer.read_exact(&mut buf)
+                .unwrap_or_else(|e| panic!("no echo on socket {i}: {e}"));
+            assert_eq!(&buf, b"ping");
+        }
+        assert!(log.is_empty(), "reports: {:?}", log.reports());
+    });
+}
