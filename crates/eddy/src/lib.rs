@@ -64,6 +64,8 @@ pub mod task;
 mod timer;
 mod worker;
 
+#[cfg(feature = "hyper")]
+pub mod hyper;
 pub mod io;
 pub mod net;
 pub mod signal;

@@ -107,6 +107,20 @@ where
             })
     }
 
+    /// Writes some of `bufs` in one system call (`writev`); returns how much.
+    #[cfg_attr(not(feature = "hyper"), allow(dead_code))]
+    pub(crate) fn poll_write_vectored(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        self.0
+            .poll_stream(Direction::Write, cx, len, &mut |mut s: &S| {
+                s.write_vectored(bufs)
+            })
+    }
+
     pub(crate) fn poll_shutdown(&self) -> Poll<io::Result<()>> {
         Poll::Ready(match self.shutdown(Shutdown::Write) {
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
@@ -183,6 +197,17 @@ macro_rules! impl_async_read {
                 std::task::Poll::Ready(Ok(()))
             }
         }
+
+        #[cfg(feature = "hyper")]
+        impl hyper::rt::Read for $ty {
+            fn poll_read(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: hyper::rt::ReadBufCursor<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                $crate::hyper::poll_read_cursor(self.conn(), cx, buf)
+            }
+        }
     };
     (@futures $($t:ty),+) => {$(
         impl futures_io::AsyncRead for $t {
@@ -211,6 +236,39 @@ macro_rules! impl_async_write {
                 buf: &[u8],
             ) -> std::task::Poll<std::io::Result<usize>> {
                 self.conn().poll_write(cx, buf)
+            }
+            fn poll_flush(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::task::Poll::Ready(Ok(()))
+            }
+            fn poll_shutdown(
+                self: std::pin::Pin<&mut Self>,
+                _cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                self.conn().poll_shutdown()
+            }
+        }
+
+        #[cfg(feature = "hyper")]
+        impl hyper::rt::Write for $ty {
+            fn poll_write(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_write(cx, buf)
+            }
+            fn poll_write_vectored(
+                self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                self.conn().poll_write_vectored(cx, bufs)
+            }
+            fn is_write_vectored(&self) -> bool {
+                true
             }
             fn poll_flush(
                 self: std::pin::Pin<&mut Self>,
