@@ -215,6 +215,7 @@ pub struct Server {
     protocol: Protocol,
     header_read_timeout: Option<Duration>,
     grace: Duration,
+    nodelay: bool,
 }
 
 /// What one [`Server::serve`] call did.
@@ -228,13 +229,14 @@ pub struct Served {
 }
 
 impl Server {
-    /// A server of `protocol`, with hyper's defaults, no header timeout and a grace of
-    /// [`DEFAULT_GRACE`].
+    /// A server of `protocol`, with hyper's defaults, no header timeout, `TCP_NODELAY` and a
+    /// grace of [`DEFAULT_GRACE`].
     pub fn new(protocol: Protocol) -> Server {
         Server {
             protocol,
             header_read_timeout: None,
             grace: DEFAULT_GRACE,
+            nodelay: true,
         }
     }
 
@@ -242,6 +244,13 @@ impl Server {
     /// connection is closed (a slow-loris defence). `None` (the default) waits for ever.
     pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Server {
         self.header_read_timeout = timeout.into();
+        self
+    }
+
+    /// Whether accepted connections get `TCP_NODELAY` (the default: an answer written in two
+    /// pieces must not wait for the client's delayed acknowledgement).
+    pub fn nodelay(mut self, on: bool) -> Server {
+        self.nodelay = on;
         self
     }
 
@@ -298,6 +307,11 @@ impl Server {
                 }
             };
             connections += 1;
+            if self.nodelay {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!("eddy::hyper::Server: TCP_NODELAY: {e}");
+                }
+            }
             let open = OpenConnection::new(state.clone());
             match self.protocol {
                 Protocol::Http1 => {
@@ -399,6 +413,11 @@ impl Drop for OpenConnection {
 
 /// Runs one hyper connection to its end: asks it to finish (`graceful`) once shutdown
 /// begins, and drops it if the grace runs out first.
+///
+/// The task registers with the shared [`Notify`] once per change of the shutdown state, not
+/// at each poll: every connection of a busy server polls here at each request, and a lock
+/// shared by all of them (and a scan of their wakers) at each poll would cost more than the
+/// request.
 async fn drive<C>(conn: C, graceful: fn(Pin<&mut C>), open: OpenConnection)
 where
     C: Future<Output = Result<(), hyper::Error>>,
@@ -408,6 +427,8 @@ where
     let mut asked = false;
     let result = loop {
         let changed = state.changed.notified();
+        // After taking the notification's generation: a change from here on either shows in
+        // these flags or completes `changed`.
         if !asked && state.closing.load(SeqCst) {
             graceful(conn.as_mut());
             asked = true;
@@ -416,9 +437,23 @@ where
             break None;
         }
         let mut changed = pin!(changed);
-        let polled = poll_fn(|cx| match conn.as_mut().poll(cx) {
-            Poll::Ready(r) => Poll::Ready(Some(r)),
-            Poll::Pending => changed.as_mut().poll(cx).map(|()| None),
+        let mut registered = false;
+        let polled = poll_fn(|cx| {
+            if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            let state_changed = if registered {
+                // Our waker is registered: a change sets these flags, then wakes us.
+                (!asked && state.closing.load(SeqCst)) || state.aborting.load(SeqCst)
+            } else {
+                registered = true;
+                changed.as_mut().poll(cx).is_ready()
+            };
+            if state_changed {
+                Poll::Ready(None)
+            } else {
+                Poll::Pending
+            }
         })
         .await;
         if let Some(r) = polled {
