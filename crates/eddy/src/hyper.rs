@@ -37,6 +37,7 @@
 //!     let stream = eddy::net::TcpStream::connect(addr).await?;
 //!     let (mut sender, conn) = hyper::client::conn::http1::handshake(stream).await.unwrap();
 //!     drop(eddy::spawn(conn));
+//!     sender.ready().await.unwrap();
 //!     let request = Request::get("/").body(http_body_util::Empty::<Bytes>::new()).unwrap();
 //!     let response = sender.send_request(request).await.unwrap();
 //!     assert_eq!(response.status(), 200);
