@@ -33,7 +33,11 @@
 //! own epoll notifier; the guest checks its epoll once after nesting it (and does not sleep
 //! if anything is there), and anything later shows up in the host's wait, whose harvest of
 //! the guest re-notifies it (now through the eventfd). A stale eventfd count only makes a
-//! later sleep return at once.
+//! later sleep return at once. A host re-notifies only a sibling marked parked, so a
+//! notification it consumes earlier, while the sibling is still on its way to sleep (its
+//! epoll nested by a rescue), is dropped: what such a notification announces (work queued,
+//! or a waker taking the sibling off the parked list to search) is what `Worker::park`
+//! looks at after marking itself parked (`ParkCheck`), and a loom model covers it.
 //!
 //! Who may call: the worker itself, from `park` (`park_as_guest`) and between jobs
 //! (`wake_guests_if_we_lag`); other threads only through `WorkerSlot::notify`. Workers

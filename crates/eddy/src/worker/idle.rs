@@ -106,6 +106,13 @@ impl Idle {
         searching && Self::searching(prev) == 1
     }
 
+    /// Whether worker `index` is still on the parked list: false once a waker has taken it
+    /// off (and counted it as searching), which a worker about to sleep must see, since the
+    /// waker's notification may not reach it (`must_stay_awake`).
+    pub(crate) fn is_listed(&self, index: usize) -> bool {
+        self.parked.lock().contains(&index)
+    }
+
     /// Called by a worker after its wait returned. If it is still on the parked list (a
     /// timeout or a notification meant for something else), it takes itself off and counts
     /// itself awake but not searching: returns false. If someone else took it off the list,

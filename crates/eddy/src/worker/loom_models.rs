@@ -49,6 +49,12 @@ impl Notifier {
         }
         *pending = false;
     }
+
+    /// Consumes a pending notification without waiting, as a sibling's harvest of an epoll
+    /// nested in its own does. True if there was one.
+    fn take(&self) -> bool {
+        std::mem::replace(&mut *self.pending.lock().unwrap(), false)
+    }
 }
 
 /// Worker 0's ready queue, reduced to the indices of crossbeam's deque: the owner publishes
@@ -175,6 +181,15 @@ impl Runtime {
         }
     }
 
+    /// A sibling that nests worker `w`'s epoll (a rescue, or `w` its guest) harvests it once:
+    /// a notification found there is consumed, and passed on only if `w` is marked parked
+    /// (`pass_on_notification`: an awake worker looks at everything before it sleeps).
+    fn harvest_nested(&self, w: usize) {
+        if self.notifiers[w].take() && self.park_deadline[w].load(SeqCst) != AWAKE {
+            self.notifiers[w].notify();
+        }
+    }
+
     /// A steal from worker 0's ready queue or from the injector.
     fn take_job(&self) -> bool {
         if !self.ready.take() && !self.take_from_injector() {
@@ -218,6 +233,7 @@ impl Runtime {
             handed: self.handed.load(SeqCst) > 0,
             injector: self.injector.load(SeqCst) > 0,
             someone_searching: self.idle.anyone_searching(),
+            woken: !self.idle.is_listed(me),
             closed: self.closed.load(SeqCst),
         });
         // A timer makes the wait a timed one, which ends by itself: not modelled as a sleep.
@@ -276,6 +292,32 @@ fn a_job_pushed_from_outside_is_never_slept_through() {
     crate::sync::model("park: a job pushed from outside, two workers", || {
         run_model(2, 1)
     });
+}
+
+/// A foreign thread pushes a job and wakes the only worker just as it parks, while a
+/// sibling that nests the worker's epoll (a rescue) harvests it: the notification may be
+/// consumed before the worker is marked parked, and so not passed on. The worker must
+/// still not sleep, although the waker counted it as the searcher who will take the job.
+#[test]
+fn a_wake_consumed_by_a_nesting_sibling_is_not_slept_through() {
+    crate::sync::model(
+        "park: a wake consumed by a sibling nesting our epoll",
+        || {
+            let rt = Runtime::new(1, 1);
+            let pusher = {
+                let rt = rt.clone();
+                thread::spawn(move || rt.push_remote())
+            };
+            let rescuer = {
+                let rt = rt.clone();
+                thread::spawn(move || rt.harvest_nested(0))
+            };
+            rt.worker(0);
+            pusher.join().unwrap();
+            rescuer.join().unwrap();
+            assert_eq!(rt.left.load(SeqCst), 0);
+        },
+    );
 }
 
 /// Two jobs pushed one after the other while both workers search and park: the wake-up

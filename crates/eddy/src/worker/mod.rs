@@ -110,21 +110,28 @@ struct ParkCheck {
     injector: bool,
     /// Some worker searches for work (and so will take the injector's).
     someone_searching: bool,
+    /// A waker took this worker off the parked list, counting it as searching: it is the
+    /// searcher that `someone_searching` may be counting. Its notification cannot be relied
+    /// on: a sibling that nests our epoll (a rescue) may have consumed it while we were not
+    /// yet marked parked, and such a harvest passes on only what reaches a parked worker.
+    woken: bool,
     closed: bool,
 }
 
 /// Whether a worker must not sleep: work arrived that its pusher may not have woken anyone
-/// for. The injector counts only if nobody searches: a searcher takes it, and a worker that
-/// was refused permission to search (half the workers already do) would otherwise spin
-/// through its loop until the searcher got there.
+/// for, or a waker already counts it as searching. The injector counts only if nobody
+/// searches: a searcher takes it, and a worker that was refused permission to search (half
+/// the workers already do) would otherwise spin through its loop until the searcher got
+/// there.
 fn must_stay_awake(c: ParkCheck) -> bool {
-    c.inbox || c.handed || (c.injector && !c.someone_searching) || c.closed
+    c.inbox || c.handed || (c.injector && !c.someone_searching) || c.woken || c.closed
 }
 
 /// After a harvest of sibling `w`'s epoll consumed a notification meant for it: pass it on
 /// if `w` sleeps (as a guest, or in its own epoll). An awake sibling needs none: before it
-/// sleeps it looks again at everything a notification announces (`Worker::park`), and
-/// repeating it to an awake sibling whose epoll we nest would only wake us again.
+/// sleeps it looks again at everything a notification announces (`Worker::park`: queues,
+/// and whether a waker took it off the parked list), and repeating it to an awake sibling
+/// whose epoll we nest would only wake us again.
 fn pass_on_notification(w: &WorkerSlot) {
     if w.is_parked() {
         w.notify();
@@ -539,6 +546,7 @@ impl Worker {
             handed: !slot.handed.is_empty(),
             injector: !shared.injector.is_empty(),
             someone_searching: shared.idle.anyone_searching(),
+            woken: !self.is_spare && !shared.idle.is_listed(self.index),
             closed: shared.is_closed(),
         });
         let mut fired = Fired::default();

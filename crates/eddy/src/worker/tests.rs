@@ -109,6 +109,19 @@ fn a_worker_sleeps_through_injector_work_that_a_searcher_will_take() {
 }
 
 #[test]
+fn a_worker_a_waker_counted_as_searching_stays_awake() {
+    let woken = ParkCheck {
+        woken: true,
+        someone_searching: true,
+        ..ParkCheck::default()
+    };
+    assert!(
+        must_stay_awake(woken),
+        "the searcher that someone_searching counts is this worker"
+    );
+}
+
+#[test]
 fn work_pushed_at_this_worker_keeps_it_awake_whoever_searches() {
     for c in [
         ParkCheck {
