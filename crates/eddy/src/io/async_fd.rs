@@ -195,6 +195,26 @@ impl<T: AsFd> Async<T> {
         poll_fn(|cx| self.poll_with(Direction::Write, cx, &mut op)).await
     }
 
+    /// Runs `op` once if the fd is ready in `dir`, never waiting and registering no waker:
+    /// `WouldBlock` when it is not. A `WouldBlock` from `op` forgets the readiness it acted
+    /// on (unless an event arrived meanwhile), so that a later wait sleeps until the next
+    /// edge. Results, short ones included, clear nothing.
+    pub(crate) fn try_io<R>(
+        &self,
+        dir: Direction,
+        op: &mut impl FnMut(&T) -> io::Result<R>,
+    ) -> io::Result<R> {
+        let source = self.source()?;
+        let Some(event) = source.ready_now(dir) else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        let result = op(self.get_ref());
+        if matches!(&result, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            source.clear_ready(dir, event);
+        }
+        result
+    }
+
     /// Poll form of [`read_with`](Async::read_with).
     pub fn poll_read_with<R>(
         &self,

@@ -77,16 +77,66 @@ impl ToSocketAddrs for (&str, u16) {}
 impl ToSocketAddrs for (String, u16) {}
 impl ToSocketAddrs for Vec<SocketAddr> {}
 
+/// Resolves `host` to socket addresses with the system resolver (`getaddrinfo`, which reads
+/// `/etc/hosts` and asks DNS), **on the blocking pool**: a slow or unreachable DNS server
+/// stalls a pool thread, never a worker. Literal addresses (`"10.0.0.1:80"`,
+/// `"[::1]:443"`, a `SocketAddr`) are returned as they are, without the trip to the pool.
+/// The counterpart of tokio's `lookup_host`; [`TcpStream::connect`](crate::net::TcpStream::connect)
+/// and the other functions taking a [`ToSocketAddrs`] resolve the same way.
+///
+/// A host name needs a port: `"example.org:80"` or `("example.org", 80)`.
+///
+/// # Errors
+///
+/// `InvalidInput` for a string without a port, or the resolver's error (for a name that
+/// does not exist, for example), its message naming what was looked up. An error, too, if
+/// the runtime shuts down during the lookup.
+///
+/// # Examples
+///
+/// ```
+/// let rt = eddy::Runtime::new()?;
+/// rt.block_on(async {
+///     let addrs: Vec<_> = eddy::net::lookup_host("localhost:8080").await?.collect();
+///     assert!(addrs.iter().all(|a| a.ip().is_loopback() && a.port() == 8080));
+///     let err = eddy::net::lookup_host("localhost").await.err().unwrap();
+///     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput); // no port
+///     Ok::<(), std::io::Error>(())
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub async fn lookup_host(host: impl ToSocketAddrs) -> io::Result<impl Iterator<Item = SocketAddr>> {
+    Ok(lookup(host).await?.into_iter())
+}
+
 /// Resolves `addr`, on the blocking pool if it is a host name.
-pub(crate) async fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
-    let addrs = match sealed::Sealed::into_target(addr) {
-        sealed::Target::Resolved(a) => a,
+async fn lookup(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
+    match sealed::Sealed::into_target(addr) {
+        sealed::Target::Resolved(a) => Ok(a),
         sealed::Target::Lookup(name) => {
-            crate::spawn_blocking(move || name.to_socket_addrs().map(|i| i.collect::<Vec<_>>()))
-                .await
-                .map_err(io::Error::other)??
+            // Without a port the resolver would only say "invalid socket address".
+            if !name.contains(':') {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("invalid address {name:?}: expected host:port"),
+                ));
+            }
+            crate::spawn_blocking(move || {
+                name.to_socket_addrs()
+                    .map(|i| i.collect::<Vec<_>>())
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("could not resolve {name:?}: {e}"))
+                    })
+            })
+            .await
+            .map_err(io::Error::other)?
         }
-    };
+    }
+}
+
+/// Resolves `addr` (see [`lookup`]) to at least one address.
+pub(crate) async fn resolve(addr: impl ToSocketAddrs) -> io::Result<Vec<SocketAddr>> {
+    let addrs = lookup(addr).await?;
     if addrs.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -121,6 +121,35 @@ where
             })
     }
 
+    /// Runs `op` once if the socket is ready in `dir`, never waiting (`Async::try_io`):
+    /// `WouldBlock` when it is not. A `WouldBlock` from `op` clears the readiness it acted
+    /// on, tick-checked, so a later wait sleeps until the next edge and an edge that raced
+    /// with `op` is kept. A short result clears nothing: the caller decides whether to try
+    /// again.
+    pub(crate) fn try_io<R>(
+        &self,
+        dir: Direction,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.0.try_io(dir, &mut op)
+    }
+
+    pub(crate) fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.try_io(Direction::Read, |mut s: &S| s.read(buf))
+    }
+
+    pub(crate) fn try_read_vectored(&self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.try_io(Direction::Read, |mut s: &S| s.read_vectored(bufs))
+    }
+
+    pub(crate) fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.try_io(Direction::Write, |mut s: &S| s.write(buf))
+    }
+
+    pub(crate) fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.try_io(Direction::Write, |mut s: &S| s.write_vectored(bufs))
+    }
+
     pub(crate) fn poll_shutdown(&self) -> Poll<io::Result<()>> {
         Poll::Ready(match self.shutdown(Shutdown::Write) {
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),

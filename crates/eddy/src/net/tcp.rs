@@ -3,14 +3,22 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{SockAddr, SockRef, Socket};
 
 use crate::io::Async;
 use crate::net::addr::{each_addr, ToSocketAddrs};
 use crate::net::conn::{impl_async_read, impl_async_write, owned_halves, Conn};
+use crate::net::socket::{self, TcpKeepalive, TcpSocket};
 
 /// Options for [`TcpListener::bind_with`].
+///
+/// The shorthand for the usual listener: for each address the name resolves to, a
+/// [`TcpSocket`] with `SO_REUSEADDR` (and optionally `SO_REUSEPORT`) is bound and listens
+/// with this backlog. For other options (buffer sizes, keepalive or `TCP_NODELAY` for every
+/// accepted connection, ...) configure a [`TcpSocket`] and call [`TcpSocket::listen`].
 ///
 /// # Examples
 ///
@@ -121,14 +129,14 @@ impl TcpListener {
     }
 
     fn bind_one(addr: SocketAddr, options: &ListenOptions) -> io::Result<TcpListener> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-        socket.set_reuse_address(true)?;
+        let socket = TcpSocket::new_for(&addr)?;
+        socket.set_reuseaddr(true)?;
         if options.reuse_port {
-            socket.set_reuse_port(true)?;
+            socket.set_reuseport(true)?;
         }
-        socket.bind(&SockAddr::from(addr))?;
-        socket.listen(options.backlog)?;
-        Self::from_std(socket.into())
+        socket.bind(addr)?;
+        // `backlog` is at most `i32::MAX`, so this keeps it as it is.
+        socket.listen(options.backlog as u32)
     }
 
     /// Wraps a listener made elsewhere (it is put in non-blocking mode).
@@ -225,7 +233,11 @@ impl TcpStream {
     }
 
     async fn connect_one(addr: SocketAddr) -> io::Result<TcpStream> {
-        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        TcpSocket::new_for(&addr)?.connect(addr).await
+    }
+
+    /// Connects `socket` (made for `addr`'s family) to `addr` and waits for the handshake.
+    pub(crate) async fn connect_socket(socket: Socket, addr: SocketAddr) -> io::Result<TcpStream> {
         socket.set_nonblocking(true)?;
         match socket.connect(&SockAddr::from(addr)) {
             Ok(()) => {}
@@ -289,6 +301,578 @@ impl TcpStream {
     /// The `getsockopt` error.
     pub fn nodelay(&self) -> io::Result<bool> {
         self.conn.get_ref().nodelay()
+    }
+
+    /// Reads into `buf` what has arrived without taking it from the socket (`MSG_PEEK`):
+    /// the next read or peek sees the same bytes. Waits until something has arrived;
+    /// `Ok(0)` means the peer closed its write side.
+    ///
+    /// A peek that fills less than `buf` leaves the read readiness as it is, since the bytes
+    /// it saw are still there: a read right after never waits for them.
+    ///
+    /// # Errors
+    ///
+    /// The socket error, for example `ConnectionReset`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     client.write_all(b"GET /").await?;
+    ///     // Look at the first bytes to choose a protocol, then read them for real.
+    ///     let mut first = [0u8; 3];
+    ///     let n = server.peek(&mut first).await?;
+    ///     assert_eq!(&first[..n], &b"GET"[..n]);
+    ///     let mut all = [0u8; 5];
+    ///     server.read_exact(&mut all).await?;
+    ///     assert_eq!(&all, b"GET /");
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        // `read_with` clears readiness on `WouldBlock` only: the stream read path would
+        // also clear it after a short result, and then a read of the bytes still sitting
+        // in the socket would wait for an edge that never comes.
+        self.conn.0.read_with(|s| s.peek(&mut *buf)).await
+    }
+
+    /// Reads into `buf` without waiting: `WouldBlock` if the socket is not known to be
+    /// readable or has nothing to read. Pair it with [`readable`](TcpStream::readable):
+    /// after a `WouldBlock` that wait sleeps until more data (or an error or EOF) arrives.
+    /// `Ok(0)` means the peer closed its write side (or `buf` is empty).
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` as above, or the socket error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     let mut buf = [0u8; 16];
+    ///     assert_eq!(server.try_read(&mut buf).unwrap_err().kind(), ErrorKind::WouldBlock);
+    ///     client.write_all(b"hi").await?;
+    ///     let n = loop {
+    ///         server.readable().await?;
+    ///         match server.try_read(&mut buf) {
+    ///             Ok(n) => break n,
+    ///             Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+    ///             Err(e) => return Err(e),
+    ///         }
+    ///     };
+    ///     assert_eq!(&buf[..n], b"hi");
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.conn.try_read(buf)
+    }
+
+    /// [`try_read`](TcpStream::try_read) into several buffers in one system call
+    /// (`readv`), filled in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_read`](TcpStream::try_read).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::{ErrorKind, IoSliceMut};
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     client.write_all(b"headbody").await?;
+    ///     let (mut head, mut body) = ([0u8; 4], [0u8; 4]);
+    ///     let mut got = 0;
+    ///     while got < 8 {
+    ///         server.readable().await?;
+    ///         let mut rest = [IoSliceMut::new(&mut head), IoSliceMut::new(&mut body)];
+    ///         let mut rest = &mut rest[..];
+    ///         IoSliceMut::advance_slices(&mut rest, got);
+    ///         match server.try_read_vectored(rest) {
+    ///             Ok(n) => got += n,
+    ///             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+    ///             Err(e) => return Err(e),
+    ///         }
+    ///     }
+    ///     assert_eq!((&head, &body), (b"head", b"body"));
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_read_vectored(&self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+        self.conn.try_read_vectored(bufs)
+    }
+
+    /// Writes some of `buf` without waiting: `WouldBlock` if the socket is not known to be
+    /// writable or its send buffer is full. Pair it with
+    /// [`writable`](TcpStream::writable), which after a `WouldBlock` sleeps until there is
+    /// room again.
+    ///
+    /// # Errors
+    ///
+    /// `WouldBlock` as above, or the socket error, for example `BrokenPipe`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::ErrorKind;
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let mut msg = &b"hello"[..];
+    ///     while !msg.is_empty() {
+    ///         client.writable().await?;
+    ///         match client.try_write(msg) {
+    ///             Ok(n) => msg = &msg[n..],
+    ///             Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+    ///             Err(e) => return Err(e),
+    ///         }
+    ///     }
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.conn.try_write(buf)
+    }
+
+    /// [`try_write`](TcpStream::try_write) from several buffers in one system call
+    /// (`writev`); returns how much of them, in order, was written.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_write`](TcpStream::try_write).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::io::IoSlice;
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     client.writable().await?;
+    ///     // A fresh connection's send buffer has room for a few bytes.
+    ///     let n = client.try_write_vectored(&[IoSlice::new(b"head"), IoSlice::new(b"body")])?;
+    ///     assert_eq!(n, 8);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.conn.try_write_vectored(bufs)
+    }
+
+    /// Waits until the stream is readable: data, EOF or an error has arrived since the last
+    /// read that said `WouldBlock`. It may still be a false alarm (another task read the
+    /// data first), so the read that follows must handle `WouldBlock`.
+    ///
+    /// # Errors
+    ///
+    /// An error if the socket could not be registered with the reactor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     client.write_all(b"x").await?;
+    ///     server.readable().await?;
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn readable(&self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_read_ready(cx)).await
+    }
+
+    /// Waits until the stream is writable: its send buffer has had room since the last
+    /// write that said `WouldBlock`. As with [`readable`](TcpStream::readable), the write
+    /// that follows must still handle `WouldBlock`.
+    ///
+    /// # Errors
+    ///
+    /// An error if the socket could not be registered with the reactor.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     client.writable().await?;
+    ///     assert_eq!(client.try_write(b"x")?, 1);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub async fn writable(&self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_write_ready(cx)).await
+    }
+
+    /// Poll form of [`readable`](TcpStream::readable), for hand-written futures: `Pending`
+    /// registers `cx`'s waker for the next read edge.
+    ///
+    /// # Errors
+    ///
+    /// As [`readable`](TcpStream::readable).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let (server, _) = listener.accept().await?;
+    ///     client.write_all(b"x").await?;
+    ///     std::future::poll_fn(|cx| server.poll_read_ready(cx)).await?;
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.conn.0.poll_readable(cx)
+    }
+
+    /// Poll form of [`writable`](TcpStream::writable): `Pending` registers `cx`'s waker
+    /// for the next write edge.
+    ///
+    /// # Errors
+    ///
+    /// As [`writable`](TcpStream::writable).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     std::future::poll_fn(|cx| client.poll_write_ready(cx)).await?;
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.conn.0.poll_writable(cx)
+    }
+
+    /// Switches TCP keepalive on with `keepalive`'s settings, or off with `None`. See
+    /// [`TcpKeepalive`] for why this takes settings rather than tokio's `bool` or a bare
+    /// idle time.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a time or count outside the kernel's range (nothing is changed
+    /// then), or the `setsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use eddy::net::{TcpKeepalive, TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     stream.set_keepalive(Some(TcpKeepalive::new().with_idle(Duration::from_secs(120))))?;
+    ///     assert_eq!(stream.keepalive()?.unwrap().idle(), Some(Duration::from_secs(120)));
+    ///     stream.set_keepalive(None)?;
+    ///     assert_eq!(stream.keepalive()?, None);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_keepalive(&self, keepalive: Option<TcpKeepalive>) -> io::Result<()> {
+        socket::set_keepalive(self.sock(), keepalive)
+    }
+
+    /// The keepalive settings in effect (every field set, system defaults included), or
+    /// `None` if keepalive is off.
+    ///
+    /// # Errors
+    ///
+    /// The `getsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpKeepalive, TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     assert_eq!(stream.keepalive()?, None);
+    ///     stream.set_keepalive(Some(TcpKeepalive::new()))?;
+    ///     let k = stream.keepalive()?.unwrap();
+    ///     println!("probes after {:?} idle, every {:?}, {:?} of them",
+    ///              k.idle().unwrap(), k.interval().unwrap(), k.retries().unwrap());
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn keepalive(&self) -> io::Result<Option<TcpKeepalive>> {
+        socket::keepalive(self.sock())
+    }
+
+    /// Sets `SO_LINGER`: what closing the socket does with data not yet acknowledged.
+    ///
+    /// * `None` (the default): the close returns at once and the kernel keeps sending in
+    ///   the background, then closes with a FIN.
+    /// * `Some(Duration::ZERO)`: the close discards unsent data and resets the connection
+    ///   (the peer's next read fails with `ConnectionReset`), leaving no `TIME_WAIT`.
+    /// * `Some(d)`, `d > 0`: **the close blocks** the thread that drops the stream (a
+    ///   worker, stalling every task on it) until the data is acknowledged or `d` has passed.
+    ///   Avoid it on a runtime; shut the write side down and wait for the peer's EOF instead.
+    ///
+    /// The kernel counts whole seconds: fractions round up, so a short linger never turns
+    /// into a reset.
+    ///
+    /// # Errors
+    ///
+    /// The `setsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     stream.set_linger(Some(Duration::ZERO))?;
+    ///     assert_eq!(stream.linger()?, Some(Duration::ZERO));
+    ///     drop(stream); // the peer sees a reset
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_linger(&self, linger: Option<Duration>) -> io::Result<()> {
+        socket::set_linger(self.sock(), linger)
+    }
+
+    /// The `SO_LINGER` setting: `None` when off.
+    ///
+    /// # Errors
+    ///
+    /// The `getsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     assert_eq!(stream.linger()?, None);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn linger(&self) -> io::Result<Option<Duration>> {
+        self.sock().linger()
+    }
+
+    /// Sets `IP_TTL`, the time-to-live of the IPv4 packets this socket sends (as std's and
+    /// tokio's `set_ttl`; an IPv6 socket's hop limit is `IPV6_UNICAST_HOPS`, reachable
+    /// through `socket2::SockRef::from(stream.get_ref())`).
+    ///
+    /// # Errors
+    ///
+    /// The `setsockopt` error (`InvalidInput` for 0 or more than 255).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     stream.set_ttl(32)?;
+    ///     assert_eq!(stream.ttl()?, 32);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.conn.get_ref().set_ttl(ttl)
+    }
+
+    /// The `IP_TTL` setting.
+    ///
+    /// # Errors
+    ///
+    /// The `getsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     assert!(stream.ttl()? > 0);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.conn.get_ref().ttl()
+    }
+
+    /// Sets `SO_SNDBUF`, the kernel's send buffer. Linux doubles the value (for its own
+    /// bookkeeping), caps it at `net.core.wmem_max`, and stops growing the buffer by itself.
+    ///
+    /// # Errors
+    ///
+    /// The `setsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     stream.set_send_buffer_size(64 * 1024)?;
+    ///     assert!(stream.send_buffer_size()? >= 64 * 1024);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_send_buffer_size(&self, size: u32) -> io::Result<()> {
+        socket::set_send_buffer_size(self.sock(), size)
+    }
+
+    /// The `SO_SNDBUF` size, as the kernel reports it (twice what was set, on Linux).
+    ///
+    /// # Errors
+    ///
+    /// The `getsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     assert!(stream.send_buffer_size()? > 0);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn send_buffer_size(&self) -> io::Result<u32> {
+        socket::buffer_size(self.sock().send_buffer_size())
+    }
+
+    /// Sets `SO_RCVBUF`, the kernel's receive buffer. Linux doubles the value, caps it at
+    /// `net.core.rmem_max`, and stops growing the buffer by itself. On a connected stream
+    /// the window scale is fixed already; set it on a [`TcpSocket`] before connecting or
+    /// listening for windows above 64 KiB.
+    ///
+    /// # Errors
+    ///
+    /// The `setsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     stream.set_recv_buffer_size(64 * 1024)?;
+    ///     assert!(stream.recv_buffer_size()? >= 64 * 1024);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_recv_buffer_size(&self, size: u32) -> io::Result<()> {
+        socket::set_recv_buffer_size(self.sock(), size)
+    }
+
+    /// The `SO_RCVBUF` size, as the kernel reports it (twice what was set, on Linux).
+    ///
+    /// # Errors
+    ///
+    /// The `getsockopt` error.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let stream = TcpStream::connect(listener.local_addr()?).await?;
+    ///     assert!(stream.recv_buffer_size()? > 0);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn recv_buffer_size(&self) -> io::Result<u32> {
+        socket::buffer_size(self.sock().recv_buffer_size())
+    }
+
+    fn sock(&self) -> SockRef<'_> {
+        SockRef::from(self.conn.get_ref())
     }
 
     /// Splits the stream into halves that can move to different tasks.

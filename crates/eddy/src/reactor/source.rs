@@ -163,6 +163,13 @@ impl Source {
         Poll::Pending
     }
 
+    /// Ready in `dir`? Unlike `poll_ready`, registers nobody when not (a `try_` operation
+    /// that never waits).
+    pub(crate) fn ready_now(&self, dir: Direction) -> Option<ReadyEvent> {
+        let d = &self.state.lock()[dir as usize];
+        d.ready.then_some(ReadyEvent { tick: d.tick })
+    }
+
     /// The operation that acted on `event` would block: forget that readiness, unless a newer
     /// event arrived meanwhile.
     pub(crate) fn clear_ready(&self, dir: Direction, event: ReadyEvent) {
