@@ -411,3 +411,47 @@ fn graceful_shutdown_cuts_off_what_outlasts_the_grace() {
         assert_eq!(response, "", "a cut-off request got an answer");
     });
 }
+
+/// `Server`'s default header timeout: a client that sends half a request head and then
+/// nothing is cut off once `DEFAULT_HEADER_READ_TIMEOUT` has passed. The runtime's clock is
+/// paused, so those 30 seconds pass as soon as every worker waits for them; without a default
+/// the connection would stay open and the client's read would wait out `PATIENCE`.
+#[test]
+fn a_server_cuts_off_a_slow_header_by_default() {
+    with_deadline(LIMIT, || {
+        let rt = eddy::Builder::new()
+            .workers(2)
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stop_rx) = async_channel::bounded::<()>(1);
+        let server = rt.handle().spawn(async move {
+            let service = hyper::service::service_fn(|_| async {
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"hello"))))
+            });
+            eddy::hyper::Server::new(eddy::hyper::Protocol::Http1)
+                .serve(listener, service, async move {
+                    let _ = stop_rx.recv().await;
+                })
+                .await
+                .unwrap()
+        });
+
+        let mut client = std::net::TcpStream::connect(addr).unwrap();
+        client.write_all(b"GET / HTTP/1.1\r\nHost: loc").unwrap();
+        client.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut rest = Vec::new();
+        client
+            .read_to_end(&mut rest)
+            .expect("the server never closed the connection");
+        assert!(
+            !rest.starts_with(b"HTTP/1.1 200"),
+            "a request with half a head was answered"
+        );
+        stop.send_blocking(()).unwrap();
+        let served = rt.block_on(server).unwrap();
+        assert_eq!(served.connections, 1);
+    });
+}

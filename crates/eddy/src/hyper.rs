@@ -177,6 +177,11 @@ pub enum Protocol {
 /// begins: as long as [`crate::SHUTDOWN_TIMEOUT`], the runtime's own default.
 pub const DEFAULT_GRACE: Duration = crate::SHUTDOWN_TIMEOUT;
 
+/// How long, by default, an HTTP/1 client may take to send a request's head: hyper's own
+/// default once it has a timer, so that a slow-loris client cannot hold a connection open for
+/// ever.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A pause after an accept error other than a peer giving up (out of descriptors, out of
 /// memory): accepting again at once would only fail again at full speed.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
@@ -230,19 +235,20 @@ pub struct Served {
 }
 
 impl Server {
-    /// A server of `protocol`, with hyper's defaults, no header timeout, `TCP_NODELAY` and a
-    /// grace of [`DEFAULT_GRACE`].
+    /// A server of `protocol`, with hyper's defaults, a header timeout of
+    /// [`DEFAULT_HEADER_READ_TIMEOUT`], `TCP_NODELAY` and a grace of [`DEFAULT_GRACE`].
     pub fn new(protocol: Protocol) -> Server {
         Server {
             protocol,
-            header_read_timeout: None,
+            header_read_timeout: Some(DEFAULT_HEADER_READ_TIMEOUT),
             grace: DEFAULT_GRACE,
             nodelay: true,
         }
     }
 
     /// HTTP/1 only: how long a client may take to send a request's head before its
-    /// connection is closed (a slow-loris defence). `None` (the default) waits for ever.
+    /// connection is closed (a slow-loris defence); [`DEFAULT_HEADER_READ_TIMEOUT`] unless
+    /// set. `None` waits for ever.
     pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Server {
         self.header_read_timeout = timeout.into();
         self
