@@ -13,6 +13,11 @@
 //! * [`quiet_expected_panics`]: a panic hook that keeps expected panics out of the output.
 //! * [`Anchors`]: run code on a chosen worker of a runtime.
 
+/// The server guide, whose snippets run as this crate's doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/servers.md")]
+pub struct ServersGuide;
+
 use std::any::Any;
 use std::future::Future;
 use std::panic::{self, PanicHookInfo};
