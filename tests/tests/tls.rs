@@ -171,6 +171,16 @@ fn content_length(head: &str) -> usize {
         .unwrap()
 }
 
+/// Sends `request` (one whole HTTP/1 request) and reads the response to it.
+async fn exchange<S>(tls: &mut S, request: &[u8]) -> (String, Vec<u8>)
+where
+    S: futures_io::AsyncRead + futures_io::AsyncWrite + Unpin,
+{
+    tls.write_all(request).await.unwrap();
+    tls.flush().await.unwrap();
+    read_response(tls).await
+}
+
 /// Reads one HTTP/1 response from `tls`: its head and its body.
 async fn read_response<R: futures_io::AsyncRead + Unpin>(tls: &mut R) -> (String, Vec<u8>) {
     let mut bytes = Vec::new();
@@ -235,19 +245,16 @@ fn an_eddy_client_talks_http1_over_tls() {
             );
             assert_eq!(session.alpn_protocol(), Some(&b"http/1.1"[..]));
 
-            tls.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
-                .await
-                .unwrap();
-            tls.flush().await.unwrap();
-            let (head, body) = read_response(&mut tls).await;
+            let (head, body) =
+                exchange(&mut tls, b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n").await;
             assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
             assert_eq!(body, b"hello, world\n");
 
-            tls.write_all(b"GET /nothing HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            tls.flush().await.unwrap();
-            let (head, body) = read_response(&mut tls).await;
+            let (head, body) = exchange(
+                &mut tls,
+                b"GET /nothing HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
+            )
+            .await;
             assert!(head.starts_with("http/1.1 404 not found\r\n"), "{head}");
             assert!(body.is_empty());
             let mut after = Vec::new();
@@ -445,11 +452,8 @@ fn a_client_that_does_not_trust_the_certificate_fails_and_the_server_goes_on() {
             );
 
             let mut tls = connect(server.addr, trusting, "localhost").await.unwrap();
-            tls.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
-                .await
-                .unwrap();
-            tls.flush().await.unwrap();
-            let (head, body) = read_response(&mut tls).await;
+            let (head, body) =
+                exchange(&mut tls, b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n").await;
             assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
             assert_eq!(body, b"hello, world\n");
         });
@@ -488,11 +492,7 @@ fn plain_http_to_the_tls_port_is_refused_and_the_server_goes_on() {
         let rt = eddy_tests::rt(2);
         rt.block_on(async {
             let mut tls = connect(server.addr, config, "localhost").await.unwrap();
-            tls.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
-                .await
-                .unwrap();
-            tls.flush().await.unwrap();
-            let (head, _) = read_response(&mut tls).await;
+            let (head, _) = exchange(&mut tls, b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n").await;
             assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
         });
         let served = server.stop();
@@ -540,11 +540,11 @@ fn a_silent_client_holds_up_no_one_and_shutdown_drops_it() {
         let rt = eddy_tests::rt(2);
         rt.block_on(async {
             let mut tls = connect(server.addr, config, "localhost").await.unwrap();
-            tls.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
-                .await
-                .unwrap();
-            tls.flush().await.unwrap();
-            let (head, _) = read_response(&mut tls).await;
+            let (head, _) = exchange(
+                &mut tls,
+                b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n",
+            )
+            .await;
             assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
         });
 
@@ -645,11 +645,8 @@ fn a_certificate_and_key_from_pem_files_are_served() {
         let rt = eddy_tests::rt(2);
         rt.block_on(async {
             let mut tls = connect(server.addr, config, "localhost").await.unwrap();
-            tls.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
-                .await
-                .unwrap();
-            tls.flush().await.unwrap();
-            let (head, body) = read_response(&mut tls).await;
+            let (head, body) =
+                exchange(&mut tls, b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n").await;
             assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
             assert_eq!(body, b"hello, world\n");
         });
