@@ -12,93 +12,14 @@
 //! * `allocated`: all bytes allocated on the way, freed or not, and the number of allocations;
 //! * the allocation sizes made at least once per two tasks (the task cell itself).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use eddy_benches::counting::{snapshot, Counting, Snapshot, SIZE_BUCKETS};
 use eddy_benches::workloads::pending_tasks;
 use eddy_benches::{Countdown, Eddy, Runtime, Smol, Tokio, WORKERS};
 
-/// The system allocator, counting.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-/// Allocations by exact size (the last bucket holds every size >= `SIZE_BUCKETS - 1`).
-const SIZE_BUCKETS: usize = 1025;
-static BY_SIZE: [AtomicUsize; SIZE_BUCKETS] = [const { AtomicUsize::new(0) }; SIZE_BUCKETS];
-
-#[inline]
-fn count(size: usize) {
-    LIVE.fetch_add(size as isize, Ordering::Relaxed);
-    ALLOCATED.fetch_add(size, Ordering::Relaxed);
-    ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-    BY_SIZE[size.min(SIZE_BUCKETS - 1)].fetch_add(1, Ordering::Relaxed);
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so this
-// allocator upholds exactly the contract `System` does; the counters are plain atomics.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            count(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            count(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // `ptr` was allocated by `System` (through us) with `layout`, as the caller guarantees.
-        // SAFETY: so forwarding unchanged is sound.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::realloc`'s contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_add(
-                new_size as isize - layout.size() as isize,
-                Ordering::Relaxed,
-            );
-            ALLOCATED.fetch_add(new_size, Ordering::Relaxed);
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        p
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-#[derive(Debug, Clone)]
-struct Snapshot {
-    live: isize,
-    allocated: usize,
-    allocations: usize,
-    by_size: Vec<usize>,
-}
-
-fn snapshot() -> Snapshot {
-    Snapshot {
-        live: LIVE.load(Ordering::SeqCst),
-        allocated: ALLOCATED.load(Ordering::SeqCst),
-        allocations: ALLOCATIONS.load(Ordering::SeqCst),
-        by_size: BY_SIZE.iter().map(|c| c.load(Ordering::SeqCst)).collect(),
-    }
-}
 
 /// The allocation sizes made at least `n / 2` times between two snapshots, as
 /// "`size` B x `count`", so that the per-task allocation (the task cell) can be read off.

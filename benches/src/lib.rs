@@ -8,9 +8,10 @@
 //! all three runtimes in the same process, with 2 worker threads per runtime.
 //!
 //! The memory measurement (bytes per pending task) lives in its own bench target
-//! (`benches/benches/memory.rs`) because it installs a counting global allocator that would
-//! distort the timing benches.
+//! (`benches/benches/memory.rs`) because it installs a counting global allocator
+//! ([`counting`]) that would distort the timing benches.
 
+pub mod counting;
 pub mod runtimes;
 pub mod server;
 pub mod util;

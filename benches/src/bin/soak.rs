@@ -16,23 +16,40 @@
 //! * task churn: rounds of [`TASKS_PER_ROUND`] spawned tasks that sleep 1 to 50 ms, every other
 //!   one cancelled at once;
 //! * [`FOREIGN_THREADS`] threads outside the runtime submitting `call_soon_threadsafe`
-//!   callbacks, [`CALLBACKS_PER_BATCH`] at a time.
+//!   callbacks, [`CALLBACKS_PER_BATCH`] at a time;
+//! * long jobs: every [`STALL_PERIOD`], one callback per worker that spins for [`STALL`], so
+//!   that the workers are stuck now and then and their siblings and the spare workers rescue
+//!   their sockets, timers and queues (the stuck-worker paths soak too, and the spares' threads
+//!   start early in the run instead of at whatever moment the machine happens to stall one).
 //!
-//! Each second it prints the resident set (`VmRSS`), the number of open descriptors and what
-//! the workload did so far. Memory is judged after the warm-up (`--warmup`, default three tenths
-//! of the run, at most 180 s): the drift is the mean RSS of the last 10 samples against the mean
-//! of the first 10 after the warm-up. Descriptors are judged against the count before the
+//! Each second it prints the resident set (`VmRSS`, and its anonymous part `RssAnon`), the
+//! allocator's bytes in use (glibc's count, its per-thread caches included), the bytes the
+//! program holds (`live`: counted by this binary's global allocator), the number of open
+//! descriptors, the process's thread count and what the workload did so far. Memory is judged after the warm-up
+//! (`--warmup`, default three tenths of the run, at most 180 s) and after the last change of
+//! the thread count (plus [`THREAD_SETTLE_SECS`]): a spare worker or a blocking-pool thread
+//! starts when the runtime first needs it, which on a loaded machine can be at any moment, and
+//! brings a stack and a malloc arena with it; that is a bounded step, not the accumulation
+//! the soak is for. The drift is the mean anonymous RSS of the last 10 samples against the mean
+//! of the first 10 of the judged span; the same is printed for each measure. Descriptors are judged against the count before the
 //! load started (runtime and listener up), once the load has stopped and every connection has
 //! closed. The run fails (exit status 1) if the drift is 5 % or more, if descriptors are not
-//! back to that count, or if an echo came back wrong.
+//! back to that count, if an echo came back wrong, or if a thread started so late that less
+//! than [`MIN_JUDGED_SECS`] (or half the time after the warm-up, in a short run) is left.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use eddy_benches::counting::{live_bytes, Counting};
 use eddy_benches::Lcg;
 
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Workers of the soaked runtime.
+const WORKERS: usize = 2;
 /// Client tasks, each with one connection open at a time.
 const CLIENTS: usize = 16;
 /// Requests each connection makes before it is closed and replaced.
@@ -45,16 +62,25 @@ const TASKS_PER_ROUND: usize = 200;
 const FOREIGN_THREADS: usize = 2;
 /// Callbacks a foreign thread submits at a time, once a millisecond.
 const CALLBACKS_PER_BATCH: usize = 50;
+/// How often the workers are each given a long job.
+const STALL_PERIOD: Duration = Duration::from_secs(2);
+/// How long each long job spins: longer than the runtime's stuck graces.
+const STALL: Duration = Duration::from_millis(20);
 /// Pause between rounds of timer and task churn.
 const ROUND_PAUSE: Duration = Duration::from_millis(10);
 /// The default warm-up is three tenths of the run, at most this: run one part of the load at a
 /// time (`--only`) and the timer and task parts are still filling their steady-state sizes
 /// (free lists, buffer capacities) until about 150 s, while echo and callbacks are flat after
-/// 30 s (docs/benchmarks.md, "Soak run").
+/// 30 s (docs/benchmark-log.md, "Soak run").
 const MAX_DEFAULT_WARMUP_SECS: u64 = 180;
 
 /// Allowed growth of resident memory after the warm-up.
 const MAX_DRIFT: f64 = 0.05;
+/// Seconds after a new thread appears before memory is judged: its arena and caches fill in
+/// the first few seconds of its work.
+const THREAD_SETTLE_SECS: usize = 20;
+/// The shortest span worth a verdict on drift (in a run long enough to have it).
+const MIN_JUDGED_SECS: usize = 120;
 /// Samples averaged at each end of the judged interval.
 const WINDOW: usize = 10;
 const MSG: usize = 64;
@@ -105,7 +131,7 @@ fn main() -> io::Result<()> {
         ));
     }
 
-    let rt = eddy::Builder::new().workers(2).build()?;
+    let rt = eddy::Builder::new().workers(WORKERS).build()?;
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
     let addr = rt.block_on(async {
@@ -147,7 +173,7 @@ fn main() -> io::Result<()> {
     } else {
         0
     };
-    let foreign: Vec<_> = (0..foreign_threads)
+    let mut foreign: Vec<_> = (0..foreign_threads)
         .map(|_| {
             let (handle, counts, stop) = (rt.handle(), counts.clone(), stop.clone());
             std::thread::spawn(move || {
@@ -166,20 +192,44 @@ fn main() -> io::Result<()> {
             })
         })
         .collect();
+    if runs("stalls") {
+        let (handle, stop) = (rt.handle(), stop.clone());
+        foreign.push(std::thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                for _ in 0..WORKERS {
+                    let submitted = handle.call_soon_threadsafe(|| spin(STALL));
+                    if submitted.is_err() {
+                        return;
+                    }
+                }
+                std::thread::sleep(STALL_PERIOD);
+            }
+        }));
+    }
 
     // One sample a second, on the second.
     let start = Instant::now();
-    // Per second: [VmRSS, RssAnon, heap in use], in kB.
-    let mut samples: Vec<[u64; 3]> = Vec::new();
+    // Per second: [VmRSS, RssAnon, heap in use, live], in kB.
+    let mut samples: Vec<[u64; 4]> = Vec::new();
+    let mut threads_seen = threads()?;
+    // Index of the first sample after the thread count last changed, if it did.
+    let mut threads_changed_at = None;
     for s in 1..=secs {
         let due = start + Duration::from_secs(s);
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
         let (all, anon) = rss_kb()?;
         let heap = heap_in_use_kb();
-        samples.push([all, anon, heap]);
+        let live = live_bytes().max(0) as u64 / 1024;
+        let now_threads = threads()?;
+        if now_threads != threads_seen {
+            threads_seen = now_threads;
+            threads_changed_at = Some(samples.len());
+        }
+        samples.push([all, anon, heap, live]);
         println!(
-            "{s:>5} s  rss {all:>6} kB  anon {anon:>6} kB  heap {heap:>6} kB  fds {:>4}  {}",
+            "{s:>5} s  rss {all:>6} kB  anon {anon:>6} kB  heap {heap:>6} kB  live {live:>6} kB  fds {:>4}  threads {now_threads:>2} (blocking {})  {}",
             open_fds()?,
+            rt.metrics().blocking_threads,
             counts.line()
         );
     }
@@ -202,10 +252,31 @@ fn main() -> io::Result<()> {
     }
 
     // Drift of each measure: the mean of the last WINDOW samples against the mean of the
-    // first WINDOW after the warm-up.
-    let judged = &samples[warmup as usize..];
+    // first WINDOW of the judged span, which starts after the warm-up and after the last new
+    // thread has settled.
+    let settled = threads_changed_at.map_or(0, |i| i + THREAD_SETTLE_SECS);
+    let judged_from = (warmup as usize).max(settled);
+    let judged_secs = samples.len().saturating_sub(judged_from);
+    let changed = match threads_changed_at {
+        Some(i) => format!("the last change at {} s", i + 1),
+        None => "no change during the load".to_string(),
+    };
+    println!(
+        "soak: {threads_seen} threads at the end, {changed}; judged from {judged_from} s ({judged_secs} s)"
+    );
+    let needed = MIN_JUDGED_SECS
+        .min((secs - warmup) as usize / 2)
+        .max(2 * WINDOW);
+    if judged_secs < needed {
+        drop(rt);
+        println!(
+            "soak: FAIL (a thread started too late to judge drift: less than {needed} s left; run longer)"
+        );
+        std::process::exit(1);
+    }
+    let judged = &samples[judged_from..];
     let mean =
-        |w: &[[u64; 3]], k: usize| w.iter().map(|s| s[k]).sum::<u64>() as f64 / w.len() as f64;
+        |w: &[[u64; 4]], k: usize| w.iter().map(|s| s[k]).sum::<u64>() as f64 / w.len() as f64;
     let drift = |k: usize| {
         let (first, last) = (
             mean(&judged[..WINDOW], k),
@@ -215,7 +286,10 @@ fn main() -> io::Result<()> {
     };
     let bad = counts.bad_echoes.load(Relaxed);
     println!("soak: {}", counts.line());
-    for (k, what) in ["rss", "anonymous rss", "heap in use"].iter().enumerate() {
+    for (k, what) in ["rss", "anonymous rss", "heap in use", "live"]
+        .iter()
+        .enumerate()
+    {
         let (first, last, d) = drift(k);
         println!(
             "soak: {what} after warm-up {first:.0} kB, at the end {last:.0} kB (drift {:+.2} %)",
@@ -345,7 +419,21 @@ fn heap_in_use_kb() -> u64 {
     (info.uordblks + info.hblkhd) as u64 / 1024
 }
 
+/// Threads this process has: the runtime's workers, monitor, spares and blocking pool, the
+/// foreign submitters and the main thread.
+fn threads() -> io::Result<usize> {
+    Ok(std::fs::read_dir("/proc/self/task")?.count())
+}
+
 /// Descriptors this process has open.
 fn open_fds() -> io::Result<usize> {
     Ok(std::fs::read_dir("/proc/self/fd")?.count())
+}
+
+/// Keeps the calling thread busy for `d`: a long job that does not yield.
+fn spin(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::hint::spin_loop();
+    }
 }
