@@ -9,7 +9,7 @@
 //! then copied it with one 16-byte load, which the CPU cannot forward from the two stores:
 //! each move stalled until the stores had retired. Profiles of `ping_pong` with one worker put
 //! most of the push and of the pop's caller on those two instructions, and a one-word job made
-//! the whole benchmark about 5 % faster (docs/benchmarks.md, "Why eddy misses").
+//! the whole benchmark about 5 % faster (docs/benchmark-log.md, "Why eddy misses").
 //!
 //! # Encoding
 //!

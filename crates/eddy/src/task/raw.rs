@@ -58,7 +58,7 @@ pub(crate) struct VTable {
 /// The allocator places cells 16-byte aligned and often side by side, and the cache line
 /// that holds the end of one cell holds up to the first 48 bytes of the next. Were those
 /// hot, two tasks running on two workers would pass that line back and forth on every
-/// poll (measured: 2–3 % of `ping_pong`, docs/benchmarks.md). Aligning cells to cache lines,
+/// poll (measured: 2–3 % of `ping_pong`, docs/benchmark-log.md). Aligning cells to cache lines,
 /// as tokio does, would avoid it too, but costs a slow aligned allocation per spawn
 /// (docs/architecture.md, "Why the cell is not aligned to cache lines").
 #[repr(C)]

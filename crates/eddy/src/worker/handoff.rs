@@ -6,7 +6,7 @@
 //! two cores) every such wake-up makes one more thread runnable than there are CPUs, and
 //! the event then waits a scheduler slice (3-4 ms here) for the woken worker to run. With
 //! all sockets on one worker the same server keeps a sub-millisecond p99 (see
-//! docs/benchmarks.md). Tokio gets this from its single IO driver.
+//! docs/benchmark-log.md). Tokio gets this from its single IO driver.
 //!
 //! So a worker that parks with IO sources first tries to **hand its epoll to a sibling**:
 //! it adds its epoll fd to the sibling's epoll (epoll nests; the guest's fd is readable
