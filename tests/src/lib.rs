@@ -3,15 +3,19 @@
 //! * [`rt`]: a runtime with `n` workers.
 //! * [`PATIENCE`], [`HeldJob`]: synchronise with the runtime instead of sleeping: wait
 //!   generously for what must happen, and hold a worker in a job the test releases.
-//! * [`DropCounter`] / [`DropToken`]: count how many values were dropped.
+//! * [`DropCounter`] / [`DropToken`]: count how many values were dropped; [`PanicOnDrop`]: a
+//!   destructor that fails.
 //! * [`with_deadline`]: run a test body on its own thread and fail (instead of hanging) if it
-//!   does not finish in time.
+//!   does not finish in time; [`block_on_within`] and [`run`]: the same for a future on a
+//!   runtime.
 //! * [`wait_until`], [`spin_for`], [`Rng`]: small timing and randomness utilities.
 //! * [`one_at_a_time`], [`wait_until_all_workers_sleep`]: for tests that count what
 //!   workers do.
 //! * [`ExceptionLog`]: an exception handler that records what it is given.
 //! * [`quiet_expected_panics`]: a panic hook that keeps expected panics out of the output.
 //! * [`Anchors`]: run code on a chosen worker of a runtime.
+//! * [`ServerThread`]: a server on its own runtime and thread, stopped by the test;
+//!   [`reset`]: close a connection with a reset; [`assert_echo_server_serves`].
 
 /// The server guide, whose snippets run as this crate's doctests.
 #[cfg(doctest)]
@@ -120,6 +124,64 @@ impl DropToken {
 impl Drop for DropToken {
     fn drop(&mut self) {
         self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs `fut` on `rt` (`block_on` on a thread of its own) and returns its output; fails the
+/// test instead of hanging if it has not finished after `limit`, a guard that does not depend
+/// on the runtime's own timers.
+///
+/// ```
+/// let four = eddy_tests::block_on_within(eddy_tests::rt(2), eddy_tests::PATIENCE, async { 2 + 2 });
+/// assert_eq!(four, 4);
+/// ```
+pub fn block_on_within<T, F>(rt: eddy::Runtime, limit: Duration, fut: F) -> T
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    with_deadline(limit, move || rt.block_on(fut))
+}
+
+/// [`block_on_within`] on a fresh runtime of 2 workers, within [`PATIENCE`]: the usual body
+/// of a test that needs a runtime and nothing special from it.
+///
+/// ```
+/// let n = eddy_tests::run(async { eddy::spawn(async { 7 }).await.unwrap() });
+/// assert_eq!(n, 7);
+/// ```
+pub fn run<T, F>(fut: F) -> T
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    block_on_within(rt(2), PATIENCE, fut)
+}
+
+/// Panics when dropped, with a message that starts with [`EXPECTED`] and names what failed
+/// (`"{EXPECTED} in {what}"`): a destructor of user code that fails. It does not panic while
+/// its thread is already unwinding (that would abort the test binary).
+///
+/// ```
+/// let bomb = eddy_tests::PanicOnDrop("a destructor");
+/// let err = std::panic::catch_unwind(move || drop(bomb)).unwrap_err();
+/// assert_eq!(eddy_tests::panic_text(&*err), "[expected panic] in a destructor");
+/// ```
+#[derive(Debug)]
+pub struct PanicOnDrop(pub &'static str);
+
+impl PanicOnDrop {
+    /// The panic message the drop of `PanicOnDrop(what)` raises.
+    pub fn message(what: &str) -> String {
+        format!("{EXPECTED} in {what}")
+    }
+}
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("{}", Self::message(self.0));
+        }
     }
 }
 
@@ -492,4 +554,129 @@ pub fn assert_echo_server_serves(addr: std::net::SocketAddr) {
     let mut back = [0u8; 12];
     s.read_exact(&mut back).expect("no echo");
     assert_eq!(&back, b"still there?");
+}
+
+/// Closes `s` with a reset (`SO_LINGER` of zero): the peer's next read fails with
+/// `ConnectionReset` instead of seeing an orderly end of stream.
+pub fn reset(s: eddy::net::TcpStream) {
+    s.set_linger(Some(Duration::ZERO))
+        .expect("set SO_LINGER to zero");
+    drop(s);
+}
+
+/// A server on its own runtime ([`rt`]`(2)`) on its own thread, listening on 127.0.0.1, that
+/// the test stops: [`begin_stop`](ServerThread::begin_stop) resolves the shutdown future the
+/// server was given, [`stop`](ServerThread::stop) also waits for the server and returns what
+/// it returned. Dropping it stops the server too, so a failing test leaves no thread serving.
+///
+/// ```
+/// use eddy::net::TcpListener;
+///
+/// let server = eddy_tests::ServerThread::start(|listener: TcpListener, shutdown| async move {
+///     let mut accepted = 0;
+///     let mut shutdown = shutdown;
+///     loop {
+///         let accept = async { Some(listener.accept().await) };
+///         let stop = async { (&mut shutdown).await; None };
+///         match futures_lite::future::or(accept, stop).await {
+///             Some(Ok(_)) => accepted += 1,
+///             Some(Err(_)) => {}
+///             None => return accepted,
+///         }
+///     }
+/// });
+/// std::net::TcpStream::connect(server.addr()).unwrap();
+/// assert!(server.stop() <= 1);
+/// ```
+#[derive(Debug)]
+pub struct ServerThread<T> {
+    addr: std::net::SocketAddr,
+    stop: Option<async_channel::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<T>>,
+}
+
+impl<T: Send + 'static> ServerThread<T> {
+    /// Binds a listener on `127.0.0.1:0` on a new runtime and thread and runs
+    /// `serve(listener, shutdown)` there; returns once the listener is bound.
+    pub fn start<S, F>(serve: S) -> ServerThread<T>
+    where
+        S: FnOnce(eddy::net::TcpListener, Shutdown) -> F + Send + 'static,
+        F: Future<Output = T>,
+    {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = async_channel::bounded::<()>(1);
+        let thread = std::thread::spawn(move || {
+            let rt = rt(2);
+            rt.block_on(async move {
+                let listener = eddy::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind 127.0.0.1:0");
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                serve(listener, Shutdown::new(stopped)).await
+            })
+        });
+        let addr = addr_rx
+            .recv_timeout(PATIENCE)
+            .expect("the server never listened");
+        ServerThread {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// Where the server listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+
+    /// Resolves the server's shutdown future and returns at once.
+    pub fn begin_stop(&mut self) {
+        self.stop.take();
+    }
+
+    /// Resolves the server's shutdown future and waits for the server to return.
+    pub fn stop(mut self) -> T {
+        self.stop.take();
+        self.thread
+            .take()
+            .unwrap()
+            .join()
+            .expect("the server thread panicked")
+    }
+}
+
+impl<T> Drop for ServerThread<T> {
+    fn drop(&mut self) {
+        self.stop.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The future a [`ServerThread`]'s server is given: it resolves once the test stops the
+/// server (or drops the `ServerThread`).
+pub struct Shutdown(Pin<Box<dyn Future<Output = ()> + Send>>);
+
+impl Shutdown {
+    fn new(stopped: async_channel::Receiver<()>) -> Shutdown {
+        Shutdown(Box::pin(async move {
+            let _ = stopped.recv().await;
+        }))
+    }
+}
+
+impl std::fmt::Debug for Shutdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Shutdown")
+    }
+}
+
+impl Future for Shutdown {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
 }

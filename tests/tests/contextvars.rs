@@ -6,52 +6,46 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use eddy::ContextVar;
-use eddy_tests::{rt, wait_until, PATIENCE};
+use eddy_tests::{rt, wait_until, DropCounter, DropToken, PanicOnDrop, PATIENCE};
 
 static USER: LazyLock<ContextVar<&'static str>> = LazyLock::new(|| ContextVar::new("nobody"));
 static DEPTH: LazyLock<ContextVar<u32>> = LazyLock::new(|| ContextVar::new(0));
 
 /// A task starts with a copy of its spawner's context: it sees what was set before the
 /// spawn, not after, and its own `set` survives its polls but never reaches the spawner.
-#[test]
-fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
-    let rt = rt(2);
-    rt.block_on(async {
-        let _ = USER.set("alice");
-        let child = eddy::spawn(async {
-            let inherited = USER.get();
-            let _ = USER.set("bob");
-            eddy::yield_now().await; // the change survives across polls (and workers)
-            eddy::time::sleep(Duration::from_millis(5)).await;
-            (inherited, USER.get())
-        });
-        let _ = USER.set("carol"); // after the spawn: the child does not see it
-        assert_eq!(child.await.unwrap(), ("alice", "bob"));
-        assert_eq!(USER.get(), "carol");
+#[eddy::test]
+async fn tasks_start_with_a_copy_and_keep_their_changes_to_themselves() {
+    let _ = USER.set("alice");
+    let child = eddy::spawn(async {
+        let inherited = USER.get();
+        let _ = USER.set("bob");
+        eddy::yield_now().await; // the change survives across polls (and workers)
+        eddy::time::sleep(Duration::from_millis(5)).await;
+        (inherited, USER.get())
     });
+    let _ = USER.set("carol"); // after the spawn: the child does not see it
+    assert_eq!(child.await.unwrap(), ("alice", "bob"));
+    assert_eq!(USER.get(), "carol");
 }
 
 /// 100 tasks that each set the same variable and yield see only their own value.
-#[test]
-fn sibling_tasks_are_isolated() {
-    let rt = rt(2);
-    rt.block_on(async {
-        let tasks: Vec<_> = (0..100u32)
-            .map(|i| {
-                eddy::spawn(async move {
-                    let _ = DEPTH.set(i);
-                    for _ in 0..5 {
-                        eddy::yield_now().await;
-                        assert_eq!(DEPTH.get(), i);
-                    }
-                })
+#[eddy::test]
+async fn sibling_tasks_are_isolated() {
+    let tasks: Vec<_> = (0..100u32)
+        .map(|i| {
+            eddy::spawn(async move {
+                let _ = DEPTH.set(i);
+                for _ in 0..5 {
+                    eddy::yield_now().await;
+                    assert_eq!(DEPTH.get(), i);
+                }
             })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        assert_eq!(DEPTH.get(), 0);
-    });
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(DEPTH.get(), 0);
 }
 
 /// `call_soon` and `call_later` run in the context of the moment they were scheduled; a
@@ -115,17 +109,14 @@ fn foreign_thread_callbacks_carry_the_foreign_threads_context() {
 }
 
 /// `reset` with a token restores the value from before the matching `set`.
-#[test]
-fn reset_restores_the_previous_value() {
-    let rt = rt(2);
-    rt.block_on(async {
-        let t1 = DEPTH.set(1);
-        let t2 = DEPTH.set(2);
-        DEPTH.reset(t2);
-        assert_eq!(DEPTH.get(), 1);
-        DEPTH.reset(t1);
-        assert_eq!(DEPTH.get(), 0);
-    });
+#[eddy::test]
+async fn reset_restores_the_previous_value() {
+    let t1 = DEPTH.set(1);
+    let t2 = DEPTH.set(2);
+    DEPTH.reset(t2);
+    assert_eq!(DEPTH.get(), 1);
+    DEPTH.reset(t1);
+    assert_eq!(DEPTH.get(), 0);
 }
 
 /// A worker releases the contexts of finished tasks at the end of its cycle, not at once
@@ -134,43 +125,31 @@ fn reset_restores_the_previous_value() {
 /// runtime shuts down.
 #[test]
 fn values_a_finished_task_set_are_dropped_soon_after() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    #[derive(Clone)]
-    struct CountsDrops(Arc<AtomicUsize>);
-    impl Drop for CountsDrops {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-    static GUARD: LazyLock<ContextVar<Option<CountsDrops>>> =
+    static GUARD: LazyLock<ContextVar<Option<Arc<DropToken>>>> =
         LazyLock::new(|| ContextVar::new(None));
 
     let rt = rt(2);
-    let drops = Arc::new(AtomicUsize::new(0));
-    let counter = CountsDrops(drops.clone());
+    let drops = DropCounter::new();
+    let token = Arc::new(drops.token());
     let task = rt.handle().spawn(async move {
-        let _ = GUARD.set(Some(counter));
+        let _ = GUARD.set(Some(token));
     });
     rt.block_on(task).unwrap();
     // The task's context held the only copy.
-    assert!(wait_until(PATIENCE, || drops.load(Ordering::SeqCst) > 0));
-    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped once");
+    assert!(wait_until(PATIENCE, || drops.count() > 0));
+    assert_eq!(drops.count(), 1, "dropped once");
 
-    let drops = Arc::new(AtomicUsize::new(0));
-    let counter = CountsDrops(drops.clone());
+    let drops = DropCounter::new();
+    let token = Arc::new(drops.token());
     let pending = rt.handle().spawn(async move {
-        let _ = GUARD.set(Some(counter));
+        let _ = GUARD.set(Some(token));
         std::future::pending::<()>().await
     });
     drop(pending);
     drop(rt);
-    assert_eq!(
-        drops.load(Ordering::SeqCst),
-        1,
-        "a cancelled task's value, at shutdown"
-    );
+    assert_eq!(drops.count(), 1, "a cancelled task's value, at shutdown");
 }
 
 /// A context value whose destructor panics, released by a worker at the end of its cycle:
@@ -179,13 +158,8 @@ fn values_a_finished_task_set_are_dropped_soon_after() {
 fn a_panicking_context_value_is_reported_and_the_worker_survives() {
     use std::sync::{Arc, Mutex};
 
-    struct PanicsOnDrop;
-    impl Drop for PanicsOnDrop {
-        fn drop(&mut self) {
-            panic!("context value drop");
-        }
-    }
-    static BOMB: LazyLock<ContextVar<Option<Arc<PanicsOnDrop>>>> =
+    const BOMB_TEXT: &str = "a context value";
+    static BOMB: LazyLock<ContextVar<Option<Arc<PanicOnDrop>>>> =
         LazyLock::new(|| ContextVar::new(None));
 
     let reports = Arc::new(Mutex::new(Vec::new()));
@@ -202,12 +176,13 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
         .build()
         .unwrap();
     let task = rt.handle().spawn(async {
-        let _ = BOMB.set(Some(Arc::new(PanicsOnDrop)));
+        let _ = BOMB.set(Some(Arc::new(PanicOnDrop(BOMB_TEXT))));
     });
     rt.block_on(task).unwrap();
     let reported = wait_until(PATIENCE, || {
         reports.lock().unwrap().iter().any(|(m, p, _)| {
-            m.contains("dropping a task's context") && p.as_deref() == Some("context value drop")
+            m.contains("dropping a task's context")
+                && p.as_deref() == Some(&*PanicOnDrop::message(BOMB_TEXT))
         })
     });
     assert!(reported, "{:?}", reports.lock().unwrap());
@@ -229,7 +204,7 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
     // Spawned by a task on the only worker, both wait in its queue for the same phase 4.
     let spawner = rt.handle().spawn(async {
         let first = eddy::spawn(async {
-            let _ = BOMB.set(Some(Arc::new(PanicsOnDrop)));
+            let _ = BOMB.set(Some(Arc::new(PanicOnDrop(BOMB_TEXT))));
         });
         let second = eddy::spawn(async {
             let _ = OTHER.set(1);
@@ -246,6 +221,6 @@ fn a_panicking_context_value_is_reported_and_the_worker_survives() {
     assert_eq!(reports.len(), 1, "{reports:?}");
     let (message, panic, task) = &reports[0];
     assert!(message.contains("dropping a task's context"), "{message}");
-    assert_eq!(panic.as_deref(), Some("context value drop"));
+    assert_eq!(panic.as_deref(), Some(&*PanicOnDrop::message(BOMB_TEXT)));
     assert_eq!(*task, None, "which task held the context last is not known");
 }

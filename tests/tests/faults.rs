@@ -6,11 +6,11 @@
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use eddy::net::{open_connection, StreamWriter, TcpListener, TcpStream, WriteBufferFull};
 use eddy_tests::{
-    assert_echo_server_serves, wait_until, wait_until_all_workers_sleep, with_deadline, PATIENCE,
+    assert_echo_server_serves, reset, wait_until, wait_until_all_workers_sleep, with_deadline,
+    PATIENCE,
 };
 
 /// Builds a two-worker runtime, runs `body` with it on a thread of its own, and fails the
@@ -60,14 +60,6 @@ async fn tcp_pair() -> (TcpStream, TcpStream) {
         .unwrap();
     let (server, _) = listener.accept().await.unwrap();
     (server, client)
-}
-
-/// Closes `s` with a reset (RST) rather than a FIN.
-fn reset(s: TcpStream) {
-    socket2::SockRef::from(s.get_ref())
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(s);
 }
 
 fn is_reset(e: &io::Error) -> bool {

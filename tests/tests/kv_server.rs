@@ -19,50 +19,27 @@ mod session;
 mod store;
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
 
-use eddy_tests::{wait_until, with_deadline, PATIENCE};
+use eddy_tests::{wait_until, with_deadline, ServerThread, PATIENCE};
 
 /// Long enough for a broken server to fail a test instead of hanging it.
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// A server on its own runtime (2 workers) on its own thread, listening on 127.0.0.1.
-struct TestServer {
-    addr: SocketAddr,
-    stop: Option<async_channel::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<server::Served>>,
-}
+/// The example's server on an [`eddy_tests::ServerThread`].
+struct TestServer(ServerThread<server::Served>);
 
 impl TestServer {
     fn start(options: server::Options) -> TestServer {
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = async_channel::bounded::<()>(1);
-        let thread = std::thread::spawn(move || {
-            let rt = eddy_tests::rt(2);
-            rt.block_on(async move {
-                let listener = eddy::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                let store = Arc::new(store::Store::new());
-                let shutdown = async move {
-                    let _ = stopped.recv().await;
-                };
-                server::serve(listener, store, options, shutdown)
-                    .await
-                    .unwrap()
-            })
-        });
-        let addr = addr_rx
-            .recv_timeout(PATIENCE)
-            .expect("the server never listened");
-        TestServer {
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        TestServer(ServerThread::start(move |listener, shutdown| async move {
+            let store = Arc::new(store::Store::new());
+            server::serve(listener, store, options, shutdown)
+                .await
+                .unwrap()
+        }))
     }
 
     fn with_defaults() -> TestServer {
@@ -71,7 +48,7 @@ impl TestServer {
 
     /// A `redis` crate connection (it sends `CLIENT SETINFO` twice on connect).
     fn client(&self) -> redis::Connection {
-        let client = redis::Client::open(format!("redis://{}/", self.addr)).unwrap();
+        let client = redis::Client::open(format!("redis://{}/", self.0.addr())).unwrap();
         let con = client
             .get_connection_with_timeout(PATIENCE)
             .expect("connect with the redis crate");
@@ -82,29 +59,15 @@ impl TestServer {
 
     /// A plain socket whose reads give up after [`PATIENCE`].
     fn raw(&self) -> std::net::TcpStream {
-        let s = std::net::TcpStream::connect(self.addr).expect("connect");
+        let s = std::net::TcpStream::connect(self.0.addr()).expect("connect");
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         s.set_write_timeout(Some(PATIENCE)).unwrap();
         s
     }
 
     /// Shuts the server down and returns what `serve` reports.
-    fn stop(mut self) -> server::Served {
-        self.stop.take();
-        self.thread
-            .take()
-            .unwrap()
-            .join()
-            .expect("the server thread panicked")
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+    fn stop(self) -> server::Served {
+        self.0.stop()
     }
 }
 

@@ -12,17 +12,7 @@ use std::task::{Context, Waker};
 use std::time::Duration;
 
 use eddy::net::{lookup_host, TcpKeepalive, TcpListener, TcpSocket, TcpStream};
-use eddy_tests::{rt, with_deadline, PATIENCE};
-
-/// Runs `fut` on `rt` (on a thread of its own), failing the test if it has not finished
-/// after `limit`: a hang guard that does not depend on the runtime's own timers.
-fn run<T: Send + 'static>(
-    rt: eddy::Runtime,
-    limit: Duration,
-    fut: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    with_deadline(limit, move || rt.block_on(fut))
-}
+use eddy_tests::{block_on_within, rt, PATIENCE};
 
 /// A connected (client, server) pair over 127.0.0.1.
 async fn pair() -> (TcpStream, TcpStream) {
@@ -50,7 +40,7 @@ fn write_ready_now(s: &TcpStream) -> bool {
 /// switches it off; out-of-range values are refused with `InvalidInput` and change nothing.
 #[test]
 fn keepalive_settings_read_back() {
-    run(rt(1), PATIENCE, async {
+    block_on_within(rt(1), PATIENCE, async {
         let (c, _s) = pair().await;
         assert_eq!(c.keepalive().unwrap(), None);
 
@@ -101,7 +91,7 @@ fn keepalive_settings_read_back() {
 /// so the peer's read fails with `ConnectionReset` instead of seeing EOF.
 #[test]
 fn zero_linger_resets_the_peer() {
-    run(rt(2), PATIENCE, async {
+    block_on_within(rt(2), PATIENCE, async {
         let (c, s) = pair().await;
         assert_eq!(c.linger().unwrap(), None);
         c.set_linger(Some(Duration::from_secs(5))).unwrap();
@@ -128,7 +118,7 @@ fn zero_linger_resets_the_peer() {
 /// `set_ttl` reads back; 0 is refused.
 #[test]
 fn ttl_reads_back() {
-    run(rt(1), PATIENCE, async {
+    block_on_within(rt(1), PATIENCE, async {
         let (c, _s) = pair().await;
         c.set_ttl(7).unwrap();
         assert_eq!(c.ttl().unwrap(), 7);
@@ -161,7 +151,7 @@ fn check_buffer_size(
 /// `TcpSocket`; sizes set on a `TcpSocket` before connecting are the stream's.
 #[test]
 fn buffer_sizes_read_back_at_least_what_was_asked() {
-    run(rt(1), PATIENCE, async {
+    block_on_within(rt(1), PATIENCE, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let c = TcpStream::connect(listener.local_addr().unwrap())
             .await
@@ -204,7 +194,7 @@ fn buffer_sizes_read_back_at_least_what_was_asked() {
 /// are already there. At EOF, peek and read both return 0.
 #[test]
 fn peek_leaves_the_bytes_for_the_next_read() {
-    run(rt(2), PATIENCE * 2, async {
+    block_on_within(rt(2), PATIENCE * 2, async {
         let (c, s) = pair().await;
         let mut buf = [0u8; 64];
         // Nothing has been sent: this read says WouldBlock and clears readiness.
@@ -251,7 +241,7 @@ fn peek_leaves_the_bytes_for_the_next_read() {
 /// then `WouldBlock` again. The vectored form fills its buffers in order.
 #[test]
 fn try_read_returns_would_block_until_data_arrives() {
-    run(rt(2), PATIENCE, async {
+    block_on_within(rt(2), PATIENCE, async {
         let (c, s) = pair().await;
         let mut buf = [0u8; 64];
         for round in 0..3u8 {
@@ -318,7 +308,7 @@ fn try_read_returns_would_block_until_data_arrives() {
 #[test]
 fn try_write_returns_would_block_when_the_send_buffer_is_full() {
     const LIMIT: usize = 256 * 1024 * 1024;
-    run(rt(2), PATIENCE * 2, async {
+    block_on_within(rt(2), PATIENCE * 2, async {
         let socket = TcpSocket::new_v4().unwrap();
         socket.set_send_buffer_size(16 * 1024).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -387,7 +377,7 @@ fn try_write_returns_would_block_when_the_send_buffer_is_full() {
 /// server sees the connection come from it. Options set before connecting carry over.
 #[test]
 fn tcp_socket_binds_before_connecting() {
-    run(rt(2), PATIENCE, async {
+    block_on_within(rt(2), PATIENCE, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let socket = TcpSocket::new_v4().unwrap();
         socket.set_nodelay(true).unwrap();
@@ -446,7 +436,7 @@ fn listen_backlog(l: &TcpListener) -> u32 {
 /// backlog asked; a third without the option cannot bind it. Both accept connections.
 #[test]
 fn tcp_socket_listens_with_reuseport_and_a_backlog() {
-    run(rt(2), PATIENCE, async {
+    block_on_within(rt(2), PATIENCE, async {
         let open = |addr: SocketAddr, backlog: u32| {
             let socket = TcpSocket::new_v4().unwrap();
             socket.set_reuseport(true).unwrap();
@@ -494,7 +484,7 @@ fn tcp_socket_listens_with_reuseport_and_a_backlog() {
 /// use (a restarting server); without it the bind fails with `AddrInUse`.
 #[test]
 fn tcp_socket_reuseaddr_rebinds_a_port_still_in_use() {
-    run(rt(2), PATIENCE, async {
+    block_on_within(rt(2), PATIENCE, async {
         let old = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = old.local_addr().unwrap();
         let client = TcpStream::connect(addr).await.unwrap();
@@ -523,7 +513,7 @@ fn tcp_socket_reuseaddr_rebinds_a_port_still_in_use() {
 /// Options set on a listening `TcpSocket` are inherited by the connections it accepts.
 #[test]
 fn accepted_connections_inherit_the_listeners_options() {
-    run(rt(2), PATIENCE, async {
+    block_on_within(rt(2), PATIENCE, async {
         let k = TcpKeepalive::new()
             .with_idle(Duration::from_secs(45))
             .with_interval(Duration::from_secs(6))
@@ -547,7 +537,7 @@ fn accepted_connections_inherit_the_listeners_options() {
 /// come back as they are.
 #[test]
 fn lookup_host_resolves_names_and_literals() {
-    run(rt(1), PATIENCE, async {
+    block_on_within(rt(1), PATIENCE, async {
         let addrs: Vec<SocketAddr> = lookup_host("localhost:0").await.unwrap().collect();
         assert!(!addrs.is_empty());
         assert!(
@@ -571,7 +561,7 @@ fn lookup_host_resolves_names_and_literals() {
 /// reserved never to resolve), a missing port, a port that is not a number.
 #[test]
 fn lookup_host_reports_bad_names_as_errors() {
-    run(rt(1), PATIENCE, async {
+    block_on_within(rt(1), PATIENCE, async {
         let err = lookup_host("nonexistent.invalid:80").await.err().unwrap();
         assert!(
             err.to_string().contains("nonexistent.invalid:80"),
@@ -602,7 +592,7 @@ fn one_worker_one_pool_thread() -> eddy::Runtime {
 /// worker would have finished before the other task ever ran.
 #[test]
 fn lookup_host_runs_off_the_worker() {
-    run(one_worker_one_pool_thread(), PATIENCE, async {
+    block_on_within(one_worker_one_pool_thread(), PATIENCE, async {
         let (release, released) = mpsc::channel::<()>();
         // Takes the pool's only thread; jobs queued after it wait (the queue is FIFO).
         let holder = eddy::spawn_blocking(move || {
@@ -635,7 +625,7 @@ fn lookup_host_runs_off_the_worker() {
 /// held.
 #[test]
 fn lookup_host_of_a_literal_skips_the_pool() {
-    run(one_worker_one_pool_thread(), PATIENCE * 2, async {
+    block_on_within(one_worker_one_pool_thread(), PATIENCE * 2, async {
         let (release, released) = mpsc::channel::<()>();
         let holder = eddy::spawn_blocking(move || {
             let _ = released.recv();

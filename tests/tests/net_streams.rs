@@ -3,20 +3,13 @@
 
 use std::io;
 use std::pin::pin;
-use std::time::Duration;
 
 use eddy::net::{
     open_connection, start_server, IncompleteReadError, LimitOverrunError, StreamReader,
     StreamWriter, TcpListener, TcpStream, WriteBufferFull,
 };
-use eddy_tests::{with_deadline, PATIENCE};
+use eddy_tests::{reset, run};
 use futures_lite::future::poll_once;
-
-/// Runs `fut` on a fresh two-worker runtime, failing the test (instead of hanging) if it has
-/// not finished after [`PATIENCE`].
-fn run<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
-    with_deadline(PATIENCE, move || eddy_tests::rt(2).block_on(fut))
-}
 
 /// A connected (reader, writer) pair and the raw peer socket, which the test controls.
 async fn pair() -> ((StreamReader, StreamWriter), TcpStream) {
@@ -25,13 +18,6 @@ async fn pair() -> ((StreamReader, StreamWriter), TcpStream) {
     let streams = open_connection(addr).await.unwrap();
     let (peer, _) = listener.accept().await.unwrap();
     (streams, peer)
-}
-
-fn reset(s: TcpStream) {
-    socket2::SockRef::from(s.get_ref())
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(s);
 }
 
 /// `start_server` and `open_connection` exchange lines; `readline`, `readexactly` and

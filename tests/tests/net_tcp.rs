@@ -7,17 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use eddy::net::{TcpListener, TcpStream};
-use eddy_tests::{rt, with_deadline, PATIENCE};
-
-/// Runs `fut` on `rt` (on a thread of its own), failing the test if it has not finished
-/// after `limit`: a hang guard that does not depend on the runtime's own timers.
-fn run<T: Send + 'static>(
-    rt: eddy::Runtime,
-    limit: Duration,
-    fut: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    with_deadline(limit, move || rt.block_on(fut))
-}
+use eddy_tests::{block_on_within, reset, rt, with_deadline, PATIENCE};
 
 async fn echo_server() -> io::Result<std::net::SocketAddr> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
@@ -46,7 +36,7 @@ async fn echo_server() -> io::Result<std::net::SocketAddr> {
 #[test]
 fn echo_round_trips() {
     let rt = rt(2);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let addr = echo_server().await.unwrap();
         let c = TcpStream::connect(addr).await.unwrap();
         c.set_nodelay(true).unwrap();
@@ -66,7 +56,7 @@ fn echo_round_trips() {
 #[test]
 fn a_thousand_concurrent_connections() {
     let rt = rt(2);
-    let done = run(rt, PATIENCE * 2, async {
+    let done = block_on_within(rt, PATIENCE * 2, async {
         let addr = echo_server().await.unwrap();
         let done = Arc::new(AtomicUsize::new(0));
         let clients: Vec<_> = (0..1000u32)
@@ -108,7 +98,7 @@ fn checksum(mut h: u64, data: &[u8]) -> u64 {
 fn hundred_megabytes_through_one_connection() {
     const TOTAL: usize = 100 * 1024 * 1024;
     let rt = rt(2);
-    let (sent, received) = run(rt, PATIENCE * 4, async {
+    let (sent, received) = block_on_within(rt, PATIENCE * 4, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let receiver = eddy::spawn(async move {
@@ -149,7 +139,7 @@ fn hundred_megabytes_through_one_connection() {
 #[test]
 fn half_close_keeps_the_other_direction() {
     let rt = rt(2);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = eddy::spawn(async move {
@@ -190,7 +180,7 @@ fn half_close_keeps_the_other_direction() {
 #[test]
 fn eof_that_arrives_with_the_last_data_is_seen_after_a_short_read() {
     let rt = rt(2);
-    run(rt, PATIENCE * 2, async {
+    block_on_within(rt, PATIENCE * 2, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let rounds = 200;
@@ -237,20 +227,12 @@ fn eof_that_arrives_with_the_last_data_is_seen_after_a_short_read() {
     });
 }
 
-/// Closes `s` with SO_LINGER 0: the peer gets a RST instead of a FIN.
-fn reset(s: TcpStream) {
-    socket2::SockRef::from(s.get_ref())
-        .set_linger(Some(Duration::ZERO))
-        .unwrap();
-    drop(s);
-}
-
 /// A peer that resets the connection makes the next read fail with `ConnectionReset` and
 /// the next write with `BrokenPipe` or `ConnectionReset`.
 #[test]
 fn peer_reset_is_an_error_on_the_next_read_and_write() {
     let rt = rt(2);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let c = TcpStream::connect(addr).await.unwrap();
@@ -276,7 +258,7 @@ fn peer_reset_is_an_error_on_the_next_read_and_write() {
 #[test]
 fn connect_to_a_closed_port_is_refused() {
     let rt = rt(1);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         drop(l);
@@ -331,7 +313,7 @@ fn connect_resolves_host_names_on_the_blocking_pool() {
 #[test]
 fn owned_halves_work_from_two_tasks() {
     let rt = rt(2);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let addr = echo_server().await.unwrap();
         let (r, w) = TcpStream::connect(addr).await.unwrap().into_split();
         let writer = eddy::spawn(async move {
@@ -356,7 +338,7 @@ fn owned_halves_work_from_two_tasks() {
 fn futures_io_traits_are_implemented() {
     use futures_lite::{AsyncReadExt, AsyncWriteExt};
     let rt = rt(1);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let addr = echo_server().await.unwrap();
         let mut c = TcpStream::connect(addr).await.unwrap();
         AsyncWriteExt::write_all(&mut c, b"traits").await.unwrap();
@@ -372,7 +354,7 @@ fn futures_io_traits_are_implemented() {
 #[test]
 fn sock_functions_over_std_sockets() {
     let rt = rt(2);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -407,7 +389,7 @@ fn sock_functions_over_std_sockets() {
 #[test]
 fn sock_functions_reject_blocking_sockets() {
     let rt = rt(1);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let err = eddy::net::sock_accept(&listener).await.unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
@@ -426,7 +408,7 @@ fn sock_functions_reject_blocking_sockets() {
 fn reuse_port_lets_two_listeners_share_a_port() {
     use eddy::net::ListenOptions;
     let rt = rt(1);
-    run(rt, PATIENCE, async {
+    block_on_within(rt, PATIENCE, async {
         let opts = ListenOptions::new().reuse_port(true).backlog(16);
         let a = TcpListener::bind_with("127.0.0.1:0", &opts).await.unwrap();
         let b = TcpListener::bind_with(a.local_addr().unwrap(), &opts)

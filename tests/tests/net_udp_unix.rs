@@ -3,14 +3,8 @@
 use std::pin::pin;
 
 use eddy::net::{UdpSocket, UnixDatagram, UnixListener, UnixStream};
-use eddy_tests::{with_deadline, PATIENCE};
+use eddy_tests::run;
 use futures_lite::future::poll_once;
-
-/// Runs `fut` on a fresh two-worker runtime, failing the test (instead of hanging) if it has
-/// not finished after [`PATIENCE`].
-fn run<T: Send + 'static>(fut: impl std::future::Future<Output = T> + Send + 'static) -> T {
-    with_deadline(PATIENCE, move || eddy_tests::rt(2).block_on(fut))
-}
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("eddy-test-{}-{name}", std::process::id()));

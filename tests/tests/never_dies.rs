@@ -11,7 +11,9 @@ use std::task::{Context, Wake, Waker};
 use std::time::Duration;
 
 use eddy::Builder;
-use eddy_tests::{quiet_expected_panics, with_deadline, ExceptionLog, EXPECTED, PATIENCE};
+use eddy_tests::{
+    quiet_expected_panics, with_deadline, ExceptionLog, PanicOnDrop, EXPECTED, PATIENCE,
+};
 
 /// Long enough for a dead worker to show as a hang instead of hanging CI.
 const LIMIT: Duration = Duration::from_secs(90);
@@ -119,17 +121,6 @@ fn a_waker_that_panics_when_a_timer_wakes_it_is_contained() {
     });
 }
 
-/// Panics in its destructor, unless a panic is already unwinding.
-struct PanicOnDrop;
-
-impl Drop for PanicOnDrop {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("{EXPECTED} in a destructor");
-        }
-    }
-}
-
 /// A task sets a context variable to a value whose destructor panics, schedules a callback
 /// (which captures the context) and drops the handle; the task ends. The callback cell then
 /// holds the last reference to the context, and freeing the cell drops the value.
@@ -143,7 +134,7 @@ fn a_context_value_that_panics_when_a_callback_cell_frees_it_is_contained() {
             std::sync::LazyLock::new(|| eddy::ContextVar::new(None));
         let (ran_tx, ran) = mpsc::channel();
         let task = rt.handle().spawn(async move {
-            BOMB.set(Some(Arc::new(PanicOnDrop)));
+            BOMB.set(Some(Arc::new(PanicOnDrop("a destructor"))));
             drop(eddy::call_soon(move || ran_tx.send(()).unwrap()));
         });
         rt.block_on(task).unwrap();
@@ -164,7 +155,7 @@ fn a_context_value_that_panics_when_a_callback_cell_frees_it_is_contained() {
 
 /// A pending task whose future panics when dropped.
 async fn pending_with_bomb() {
-    let _bomb = PanicOnDrop;
+    let _bomb = PanicOnDrop("a destructor");
     std::future::pending::<()>().await
 }
 
@@ -183,7 +174,7 @@ fn destructors_that_panic_at_shutdown_do_not_escape_drop() {
         let handle = rt.handle();
         let polled = Arc::new(AtomicUsize::new(0));
         for _ in 0..100 {
-            let bomb = PanicOnDrop;
+            let bomb = PanicOnDrop("a destructor");
             handle
                 .call_later(Duration::from_secs(3600), move || drop(bomb))
                 .unwrap();

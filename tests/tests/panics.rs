@@ -7,7 +7,7 @@ use std::time::Duration;
 use eddy::{Builder, TaskError};
 use eddy_tests::{
     assert_child_test_passes, is_child, quiet_expected_panics, wait_until, with_deadline,
-    ExceptionLog, ExpectedPayload, Report, EXPECTED, PATIENCE,
+    ExceptionLog, ExpectedPayload, PanicOnDrop, Report, EXPECTED, PATIENCE,
 };
 
 /// A runtime with `workers` workers whose exception handler records into the returned log.
@@ -311,16 +311,6 @@ fn panicking_exception_handler_is_contained() {
     });
 }
 
-struct PanicOnDrop;
-
-impl Drop for PanicOnDrop {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("{EXPECTED} in a future's destructor");
-        }
-    }
-}
-
 /// A future that completes (after one yield) while still owning a `PanicOnDrop`: its
 /// destructor, run by the task cell after completion, panics.
 struct ReadyThenPanicOnDrop {
@@ -363,7 +353,7 @@ fn child_panic_in_a_finished_futures_destructor() {
     with_deadline(PATIENCE * 2, || {
         let (rt, log) = logged_runtime(1);
         let t = rt.handle().spawn(ReadyThenPanicOnDrop {
-            _bomb: PanicOnDrop,
+            _bomb: PanicOnDrop("a future's destructor"),
             yielded: false,
         });
         assert!(wait_until(PATIENCE, || log.len() == 1));

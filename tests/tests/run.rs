@@ -3,18 +3,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use eddy_tests::{wait_until, with_deadline, HeldJob, PATIENCE};
-
-struct DropCount(Arc<AtomicUsize>);
-impl Drop for DropCount {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
+use eddy_tests::{wait_until, with_deadline, DropCounter, HeldJob, PanicOnDrop, PATIENCE};
 
 fn recording_runtime(timeout: Duration) -> (eddy::Runtime, Arc<Mutex<Vec<String>>>) {
     let reports = Arc::new(Mutex::new(Vec::new()));
@@ -36,19 +28,19 @@ fn recording_runtime(timeout: Duration) -> (eddy::Runtime, Arc<Mutex<Vec<String>
 /// an hour), reporting nothing.
 #[test]
 fn run_returns_the_value_and_cancels_leftover_tasks() {
-    let dropped = Arc::new(AtomicUsize::new(0));
+    let dropped = DropCounter::new();
     let d = dropped.clone();
     let (rt, reports) = recording_runtime(PATIENCE);
     let out = rt
         .run(async move {
             for _ in 0..1000 {
-                let guard = DropCount(d.clone());
+                let guard = d.token();
                 drop(eddy::spawn(async move {
                     let _guard = guard;
                     std::future::pending::<()>().await
                 }));
             }
-            let guard = DropCount(d.clone());
+            let guard = d.token();
             drop(eddy::spawn(async move {
                 let _guard = guard;
                 eddy::time::sleep(Duration::from_secs(3600)).await
@@ -58,23 +50,12 @@ fn run_returns_the_value_and_cancels_leftover_tasks() {
         })
         .unwrap();
     assert_eq!(out, "main done");
-    assert_eq!(
-        dropped.load(Ordering::SeqCst),
-        1001,
-        "every leftover task was dropped"
-    );
+    assert_eq!(dropped.count(), 1001, "every leftover task was dropped");
     assert!(
         reports.lock().unwrap().is_empty(),
         "{:?}",
         reports.lock().unwrap()
     );
-}
-
-struct PanicOnDrop;
-impl Drop for PanicOnDrop {
-    fn drop(&mut self) {
-        panic!("destructor failed");
-    }
 }
 
 /// A destructor that panics while the shutdown cancels its task is reported to the exception
@@ -83,7 +64,7 @@ impl Drop for PanicOnDrop {
 fn errors_during_shutdown_are_reported() {
     let (rt, reports) = recording_runtime(PATIENCE);
     rt.run(async {
-        let bomb = PanicOnDrop; // owned by the task's future from the start
+        let bomb = PanicOnDrop("a destructor"); // owned by the task's future from the start
         drop(eddy::spawn(async move {
             let _bomb = bomb;
             std::future::pending::<()>().await
@@ -98,7 +79,7 @@ fn errors_during_shutdown_are_reported() {
         "{}",
         reports[0]
     );
-    assert!(reports[0].contains("destructor failed"), "{}", reports[0]);
+    assert!(reports[0].contains("in a destructor"), "{}", reports[0]);
 }
 
 /// Tasks that cannot be cancelled within the shutdown timeout (both workers are held until

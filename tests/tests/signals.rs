@@ -134,11 +134,8 @@ fn child_handlers_run_on_a_worker_and_can_be_removed() {
 }
 
 /// Signals that cannot be caught are refused with `InvalidInput`.
-#[test]
-fn uncatchable_signals_are_an_error() {
-    let rt = eddy_tests::rt(2);
-    rt.block_on(async {
-        let err = signal(SignalKind::from_raw(libc::SIGKILL)).unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
-    });
+#[eddy::test]
+async fn uncatchable_signals_are_an_error() {
+    let err = signal(SignalKind::from_raw(libc::SIGKILL)).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 }

@@ -11,7 +11,8 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use eddy::{Builder, TaskError};
 use eddy_tests::{
-    quiet_expected_panics, rt, wait_until, with_deadline, DropCounter, ExceptionLog, Rng, PATIENCE,
+    quiet_expected_panics, rt, wait_until, with_deadline, DropCounter, ExceptionLog, PanicOnDrop,
+    Rng, PATIENCE,
 };
 
 /// A task's end of a tick source: foreign threads add ticks and wake the stored waker.
@@ -238,17 +239,6 @@ fn a_panicking_awaiter_waker_is_reported_and_the_worker_survives() {
     });
 }
 
-/// A panic payload whose destructor panics too.
-struct Bomb;
-
-impl Drop for Bomb {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!("the payload's destructor panics");
-        }
-    }
-}
-
 /// A task that panics with a payload whose own destructor panics: the awaiter still gets
 /// `TaskError::Panicked`, and the only worker keeps running tasks afterwards.
 #[test]
@@ -258,7 +248,8 @@ fn a_panic_payload_that_panics_on_drop_does_not_kill_the_worker() {
         let rt = rt(1);
         let res = rt.block_on(async {
             eddy::spawn(async {
-                std::panic::panic_any(Bomb);
+                // A panic payload whose destructor panics too.
+                std::panic::panic_any(PanicOnDrop("a panic payload's destructor"));
             })
             .await
         });

@@ -26,7 +26,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 
 use eddy::hyper::{EddyExecutor, EddyTimer};
 use eddy::net::TcpStream;
-use eddy_tests::{wait_until, with_deadline, PATIENCE};
+use eddy_tests::{wait_until, with_deadline, ServerThread, PATIENCE};
 
 use hyper_io::FuturesIo;
 
@@ -37,13 +37,12 @@ const LIMIT: Duration = Duration::from_secs(120);
 /// crosses many records, reads and writes in both directions.
 const BIG: usize = 1 << 20;
 
-/// A server on its own runtime (2 workers) on its own thread, listening on 127.0.0.1 with a
-/// certificate made for this run.
+/// The example's server on an [`eddy_tests::ServerThread`], with a certificate made for this
+/// run.
 struct TestServer {
+    server: ServerThread<server::Served>,
     addr: SocketAddr,
     cert: CertificateDer<'static>,
-    stop: Option<async_channel::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<server::Served>>,
 }
 
 impl TestServer {
@@ -56,29 +55,15 @@ impl TestServer {
     fn start_with(identity: server::Identity, options: server::Options) -> TestServer {
         let cert = identity.chain[0].clone();
         let acceptor = server::tls_acceptor(identity).unwrap();
-        let (addr_tx, addr_rx) = mpsc::channel();
-        let (stop, stopped) = async_channel::bounded::<()>(1);
-        let thread = std::thread::spawn(move || {
-            let rt = eddy_tests::rt(2);
-            rt.block_on(async move {
-                let listener = eddy::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                let shutdown = async move {
-                    let _ = stopped.recv().await;
-                };
-                server::serve(listener, acceptor, options, shutdown)
-                    .await
-                    .unwrap()
-            })
+        let server = ServerThread::start(move |listener, shutdown| async move {
+            server::serve(listener, acceptor, options, shutdown)
+                .await
+                .unwrap()
         });
-        let addr = addr_rx
-            .recv_timeout(PATIENCE)
-            .expect("the server never listened");
         TestServer {
-            addr,
+            addr: server.addr(),
+            server,
             cert,
-            stop: Some(stop),
-            thread: Some(thread),
         }
     }
 
@@ -88,26 +73,12 @@ impl TestServer {
 
     /// Begins shutdown and returns at once.
     fn begin_stop(&mut self) {
-        self.stop.take();
+        self.server.begin_stop();
     }
 
     /// Shuts the server down and returns what `serve` reports.
-    fn stop(mut self) -> server::Served {
-        self.stop.take();
-        self.thread
-            .take()
-            .unwrap()
-            .join()
-            .expect("the server thread panicked")
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+    fn stop(self) -> server::Served {
+        self.server.stop()
     }
 }
 
