@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::builder::ThreadHooks;
-use crate::shared::Shared;
+use crate::hooks::ThreadHooks;
 use crate::task::Runnable;
+use crate::worker::shared::Shared;
 
 /// The pool of one runtime.
 pub(crate) struct BlockingPool {

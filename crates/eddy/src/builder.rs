@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use crate::blocking::BlockingPool;
 use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
+use crate::hooks::ThreadHooks;
 use crate::runtime::Runtime;
-use crate::shared::{Config, Shared, WorkerSlot};
+use crate::worker::shared::{Config, Shared, WorkerSlot};
 use crate::worker::spare::Spares;
 
 /// asyncio's default `slow_callback_duration`.
@@ -44,43 +45,6 @@ pub struct Builder {
     hooks: ThreadHooks,
     run_shutdown_timeout: Duration,
     start_paused: bool,
-}
-
-/// Callbacks run on every thread the runtime starts (workers and blocking threads).
-#[derive(Clone, Default)]
-pub(crate) struct ThreadHooks {
-    pub(crate) on_start: Option<Arc<dyn Fn() + Send + Sync>>,
-    pub(crate) on_stop: Option<Arc<dyn Fn() + Send + Sync>>,
-}
-
-impl ThreadHooks {
-    /// Runs `body` between the start and stop hooks. A hook that panics is reported to
-    /// `handler`; the thread goes on (or ends) as if it had returned.
-    pub(crate) fn wrap(&self, handler: &ExceptionHandler, body: impl FnOnce()) {
-        if let Some(f) = &self.on_start {
-            handler.contain("Exception in the on_thread_start hook", || f());
-        }
-        struct Stop<'a>(&'a ThreadHooks, &'a ExceptionHandler);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                if let Some(f) = &self.0.on_stop {
-                    self.1
-                        .contain("Exception in the on_thread_stop hook", || f());
-                }
-            }
-        }
-        let _stop = Stop(self, handler);
-        body();
-    }
-}
-
-impl fmt::Debug for ThreadHooks {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ThreadHooks")
-            .field("on_start", &self.on_start.is_some())
-            .field("on_stop", &self.on_stop.is_some())
-            .finish()
-    }
 }
 
 impl Default for Builder {
@@ -299,7 +263,7 @@ impl Builder {
         } else {
             0
         };
-        let mut queues: Vec<crossbeam_deque::Worker<crate::shared::Job>> = (0..n + spares)
+        let mut queues: Vec<crossbeam_deque::Worker<crate::job::Job>> = (0..n + spares)
             .map(|_| crossbeam_deque::Worker::new_fifo())
             .collect();
         let slots = queues

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::callback::{Callback, Handle, TimerHandle};
 use crate::context;
-use crate::shared::Shared;
-use crate::task::{self, Task};
+use crate::task::Task;
+use crate::worker::shared::Shared;
 
 /// The error of submitting work to a runtime that has shut down.
 ///
@@ -126,7 +126,7 @@ impl RuntimeHandle {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        task::spawn_stealable(&self.shared, future, Location::caller())
+        crate::worker::schedule::spawn_stealable(&self.shared, future, Location::caller(), None)
     }
 
     /// Schedules `f` to run on the runtime soon, from any thread (asyncio's
@@ -154,7 +154,7 @@ impl RuntimeHandle {
             return Err(Closed);
         }
         let cell: Callback = Callback::new(f, Location::caller());
-        context::submit_callback(&self.shared, cell.clone());
+        crate::worker::schedule::submit_callback(&self.shared, cell.clone());
         if self.is_closed() && (cell.cancel() || cell.cancelled()) {
             // Lost the race with shutdown and the callback never ran: it is dropped now (or
             // was, by whoever drained the queue). If it already ran, that is a success.
@@ -224,7 +224,8 @@ impl RuntimeHandle {
         if self.is_closed() {
             return Err(Closed);
         }
-        let timer = context::submit_timer(&self.shared, when, Callback::new(f, location));
+        let timer =
+            crate::worker::schedule::submit_timer(&self.shared, when, Callback::new(f, location));
         if self.is_closed() {
             // Shutdown may have drained the heaps before our push: cancel it ourselves,
             // unless it already ran (a past deadline), which is then a success.

@@ -129,8 +129,8 @@ mod tests {
 
     use super::{Job, Work};
     use crate::callback::Callback;
-    use crate::shared::Shared;
     use crate::task::{spawn_on, Queue, Runnable, TaskError};
+    use crate::worker::shared::Shared;
 
     static SPAWNED: Mutex<Vec<Runnable>> = Mutex::new(Vec::new());
 

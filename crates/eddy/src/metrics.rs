@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::shared::{Shared, WorkerSlot};
+use crate::worker::shared::{Shared, WorkerSlot};
 
 /// A counter with a single writer.
 #[derive(Debug, Default)]

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::clock::Clock;
 use crate::context;
 use crate::handle::RuntimeHandle;
-use crate::shared::Shared;
+use crate::worker::shared::Shared;
 
 /// An eddy runtime: `N` worker threads, each an asyncio-style event loop, that steal work
 /// from each other.

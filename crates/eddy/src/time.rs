@@ -130,7 +130,7 @@ impl Future for Sleep {
                 if self.deadline <= shared.clock.now() {
                     return Poll::Ready(());
                 }
-                let target = context::home_worker(&shared);
+                let target = crate::worker::schedule::home_worker(&shared);
                 let cell = SleepCell::new(cx.waker().clone());
                 let queue = shared.workers[target].timers.clone();
                 shared.add_timer(target, self.deadline, TimerAction::Wake(cell.clone()));

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::context;
 use crate::reactor::{Direction, Source};
-use crate::shared::Shared;
+use crate::worker::shared::Shared;
 
 /// An IO object registered with the reactor of an eddy worker.
 ///
@@ -115,7 +115,7 @@ impl<T: AsFd> Async<T> {
         if let Some(s) = self.source.get() {
             return Ok(s);
         }
-        let worker = context::home_worker(&self.shared);
+        let worker = crate::worker::schedule::home_worker(&self.shared);
         let slot = &self.shared.workers[worker];
         let source = slot
             .reactor

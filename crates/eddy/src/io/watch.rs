@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::context;
 use crate::contextvar;
 use crate::reactor::{Direction, FdCallback};
-use crate::shared::Shared;
+use crate::worker::shared::Shared;
 
 /// Wraps a persistent callback so that every call runs in the context captured now.
 fn in_context<F: Fn() + Send + Sync + 'static>(callback: F) -> FdCallback {
@@ -39,7 +39,7 @@ fn watch(
         .workers
         .iter()
         .position(|w| w.reactor.is_watching(fd))
-        .unwrap_or_else(|| context::home_worker(&shared));
+        .unwrap_or_else(|| crate::worker::schedule::home_worker(&shared));
     let slot = &shared.workers[worker];
     slot.reactor.watch(&slot.poller, worker, fd, dir, cb, loc)
 }

@@ -52,7 +52,7 @@ impl Builder {
     {
         let shared = crate::context::current_shared()
             .unwrap_or_else(|| panic!("no eddy runtime on this thread: spawn needs one"));
-        crate::task::cell::spawn_named(&shared, future, Location::caller(), self.name)
+        crate::worker::schedule::spawn_stealable(&shared, future, Location::caller(), self.name)
     }
 
     /// Spawns `future` on the runtime of `handle`, from any thread, like
@@ -63,7 +63,12 @@ impl Builder {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        crate::task::cell::spawn_named(handle.shared(), future, Location::caller(), self.name)
+        crate::worker::schedule::spawn_stealable(
+            handle.shared(),
+            future,
+            Location::caller(),
+            self.name,
+        )
     }
 
     /// Spawns a `!Send` future pinned to the current worker, like
@@ -78,6 +83,6 @@ impl Builder {
         F: Future + 'static,
         F::Output: 'static,
     {
-        crate::context::spawn_local_named(future, Location::caller(), self.name)
+        crate::current::spawn_local_named(future, Location::caller(), self.name)
     }
 }

@@ -25,31 +25,14 @@ use std::task::{Context, Poll};
 
 use crate::contextvar::{self, Context as VarContext};
 use crate::exception::drop_payload;
-use crate::shared::Shared;
 use crate::task::raw::{Header, JoinHandle, Runnable, VTable};
 use crate::task::{Task, TaskError, TaskMeta, TaskPanic};
+use crate::worker::shared::Shared;
 
-/// Where a task's runnables go when it is woken.
+/// Where a task's runnables go when it is woken: the scheduler's policies (`worker::schedule`)
+/// and the blocking pool implement it.
 pub(crate) trait Queue: 'static {
     fn schedule(runnable: Runnable);
-}
-
-/// Stealable tasks: the waking worker's ready queue, or the injector.
-pub(crate) struct Stealable;
-
-impl Queue for Stealable {
-    fn schedule(runnable: Runnable) {
-        Shared::schedule_task(runnable)
-    }
-}
-
-/// Pinned tasks: their owner worker's queue or inbox.
-struct Pinned;
-
-impl Queue for Pinned {
-    fn schedule(runnable: Runnable) {
-        Shared::schedule_pinned(runnable)
-    }
 }
 
 /// One task allocation (`#[repr(C)]`: the header comes first, see `raw::Header`).
@@ -229,33 +212,6 @@ fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task
     Task::new(handle)
 }
 
-/// Spawns a `Send` task on `shared` and schedules it; it may run on any worker.
-pub(crate) fn spawn_stealable<F>(
-    shared: &Arc<Shared>,
-    future: F,
-    location: &'static Location<'static>,
-) -> Task<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    spawn_on::<F, Stealable>(shared, future, location, None)
-}
-
-/// [`spawn_stealable`] with a name for task dumps.
-pub(crate) fn spawn_named<F>(
-    shared: &Arc<Shared>,
-    future: F,
-    location: &'static Location<'static>,
-    name: Option<String>,
-) -> Task<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    spawn_on::<F, Stealable>(shared, future, location, name)
-}
-
 /// Spawns a `Send` task whose wakes go to queue `Q` (the workers, or the blocking pool).
 pub(crate) fn spawn_on<F, Q>(
     shared: &Arc<Shared>,
@@ -273,14 +229,12 @@ where
     start(shared, Cell::<F, Q>::allocate(meta, future), name)
 }
 
-/// Spawns a task pinned to worker `owner` (the current thread); it is never stolen.
+/// Spawns a task pinned to worker `owner` (the current thread), whose wakes go to queue `Q`.
 ///
-/// The future may be `!Send`. Its runnables are only ever run or dropped on worker `owner`,
-/// the thread calling this function: `Shared::schedule_pinned` routes runnables woken
-/// elsewhere to that worker's inbox, only that worker pops its inbox and pinned queue, and
-/// when that worker is gone a runnable reaching another thread is leaked, never dropped there.
+/// The future may be `!Send`, so `Q` must only ever run or drop its runnables on worker
+/// `owner`, the thread calling this function (`worker::schedule::Pinned` does).
 /// The output may be `!Send`: `Task<T>` is only `Send` when `T` is.
-pub(crate) fn spawn_pinned<F>(
+pub(crate) fn spawn_pinned_on<F, Q>(
     shared: &Arc<Shared>,
     owner: usize,
     future: F,
@@ -290,9 +244,10 @@ pub(crate) fn spawn_pinned<F>(
 where
     F: Future + 'static,
     F::Output: 'static,
+    Q: Queue,
 {
     let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32), name.is_some());
-    start(shared, Cell::<F, Pinned>::allocate(meta, future), name)
+    start(shared, Cell::<F, Q>::allocate(meta, future), name)
 }
 
 #[cfg(test)]
@@ -310,8 +265,8 @@ mod tests {
     use std::task::{Context, Poll, Wake, Waker};
 
     use super::{spawn_on, Queue};
-    use crate::shared::Shared;
     use crate::task::{Runnable, Task, TaskError};
+    use crate::worker::shared::Shared;
 
     static QUEUE: Mutex<VecDeque<Runnable>> = Mutex::new(VecDeque::new());
     /// The queue is global: the tests of this module take turns.

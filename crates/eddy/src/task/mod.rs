@@ -48,7 +48,7 @@ pub use join_set::JoinSet;
 pub use yield_now::{yield_now, YieldNow};
 
 use crate::exception::ExceptionContext;
-use crate::shared::Shared;
+use crate::worker::shared::Shared;
 
 pub(crate) use raw::Runnable;
 
@@ -195,4 +195,4 @@ impl fmt::Debug for TaskMeta {
     }
 }
 
-pub(crate) use cell::{spawn_on, spawn_pinned, spawn_stealable, Queue};
+pub(crate) use cell::{spawn_on, spawn_pinned_on, Queue};

@@ -544,7 +544,7 @@ mod tests {
     /// The fields that wakes and polls touch lie past the cold prefix, and the prefix is what
     /// the cold fields fill (see "Cold bytes first" on `Header`). The hot list is what
     /// `run`, `wake`, `cell::Cell::poll`, `TaskMeta::count_poll`, `Shared::schedule_task`,
-    /// `Shared::schedule_pinned` and `context::hand_to_this_worker` read or write; a new
+    /// `Shared::schedule_pinned` and `worker::schedule::hand_to_this_worker` read or write; a new
     /// per-poll use of a cold field (`id`, `location`) is not caught here, only in review.
     #[test]
     #[cfg(target_pointer_width = "64")]

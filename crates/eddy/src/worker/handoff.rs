@@ -214,7 +214,7 @@ impl Worker {
 
     /// Whether sibling `w`'s epoll is nested in ours while it is awake (a rescue), so that
     /// its timers are ours to watch too.
-    pub(super) fn rescues(&self, w: &crate::shared::WorkerSlot) -> bool {
+    pub(super) fn rescues(&self, w: &super::shared::WorkerSlot) -> bool {
         w.io_host.load(SeqCst) == self.index && !w.guest_asleep.load(SeqCst)
     }
 

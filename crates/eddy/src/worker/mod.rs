@@ -38,6 +38,8 @@ pub(crate) mod idle;
 mod loom_models;
 pub(crate) mod monitor;
 mod pace;
+pub(crate) mod schedule;
+pub(crate) mod shared;
 mod siblings;
 pub(crate) mod spare;
 #[cfg(test)]
@@ -53,18 +55,19 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::Steal;
 
-use crate::builder::ThreadHooks;
 use crate::callback::Callback;
 use crate::context;
 use crate::contextvar;
 use crate::exception::ExceptionContext;
+use crate::hooks::ThreadHooks;
+use crate::job::Job;
 use crate::job::Work;
 use crate::reactor::epoll::RawEvents;
 use crate::reactor::Fired;
-use crate::shared::{Job, Shared, WorkerSlot, AWAKE};
 use crate::task::{Runnable, TaskId};
 use crate::timer::TimerAction;
 use pace::IoPace;
+use shared::{Shared, WorkerSlot, AWAKE};
 
 /// Jobs between two looks at the global injector (a prime, as in Go and tokio).
 const GLOBAL_QUEUE_INTERVAL: u32 = 61;

@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::shared::{Shared, WorkerSlot};
-use crate::worker::handoff::NO_HOST;
+use super::handoff::NO_HOST;
+use super::shared::{Shared, WorkerSlot};
 
 /// How often the monitor looks while it recently sent help: a stuck worker's IO then waits
 /// up to about twice this for its rescuer. The IO grace itself, so that the sibling it sends

@@ -36,9 +36,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal};
 
+use super::shared::{WorkerSlot, STUCK_TIMER_GRACE};
 use super::Worker;
+use crate::job::Job;
 use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
-use crate::shared::{Job, WorkerSlot, STUCK_TIMER_GRACE};
 
 /// How often a busy worker looks after its siblings: well below the graces it serves
 /// (`STUCK_IO_GRACE`, `STUCK_TIMER_GRACE`), far above the time between maintenances.

@@ -22,8 +22,9 @@ use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use crate::builder::ThreadHooks;
-use crate::shared::{Job, Shared};
+use super::shared::Shared;
+use crate::hooks::ThreadHooks;
+use crate::job::Job;
 
 /// The spares of one runtime: their queues until their threads start, and the threads.
 pub(crate) struct Spares {

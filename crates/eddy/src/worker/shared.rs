@@ -1,6 +1,5 @@
-//! Runtime-wide state, and every path by which work enters a worker.
-//!
-//! [`Shared`] is what all workers, handles and task cells of one runtime point to. It owns:
+//! Runtime-wide state. [`Shared`] is what all workers, handles and task cells of one runtime
+//! point to; the paths by which work enters a worker are in `schedule`. It owns:
 //!
 //! * one [`WorkerSlot`] per worker: the `Stealer` of its ready queue, its `Poller` (used to
 //!   park and to be woken), its timer heap, the inbox for its pinned tasks, and the jobs a
@@ -8,16 +7,6 @@
 //! * the global `Injector`, fed by threads that are not workers of this runtime;
 //! * the idle bookkeeping ([`Idle`]) that decides whom to wake;
 //! * the task registry, exception handler and configuration.
-//!
-//! The wake paths (also drawn in docs/architecture.md):
-//!
-//! | submitter                    | goes to                        | wakes                      |
-//! |------------------------------|--------------------------------|----------------------------|
-//! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches; if that sibling is not up when the burst is about to run, the newer half goes to its `handed` queue |
-//! | any other thread             | the `Injector`                 | one parked worker, only if nobody searches |
-//! | waking a pinned task remotely| the owner's inbox              | the owner, if it is parked |
-//! | a timer that became earliest | that worker's heap             | the owner, if it is parked |
-//! | a worker stuck in one job    | (the monitor notices)          | one parked sibling, to serve its queue, timers and IO |
 //!
 //! Shutdown: `close` sets `closed`, wakes every worker, and later `drain` empties what no
 //! worker owns. A submitter that loses the race with shutdown drains what it pushed itself,
@@ -35,20 +24,19 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use polling::Poller;
 
+use super::handoff::{ParkFd, NO_HOST};
+use super::idle::Idle;
+use super::monitor::MonitorState;
+use super::spare::Spares;
 use crate::blocking::BlockingPool;
 use crate::clock::Clock;
-use crate::context;
 use crate::exception::{ExceptionContext, ExceptionHandler};
-pub(crate) use crate::job::Job;
+use crate::job::Job;
 use crate::metrics::WorkerCounters;
 use crate::reactor::Reactor;
 use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
 use crate::timer::{TimerAction, TimerQueue};
-use crate::worker::handoff::{ParkFd, NO_HOST};
-use crate::worker::idle::Idle;
-use crate::worker::monitor::MonitorState;
-use crate::worker::spare::Spares;
 
 /// How long past its deadline a timer may wait for its own (busy) worker before a sibling
 /// fires it. Siblings check about this often while a worker is busy, which bounds the
@@ -216,7 +204,7 @@ pub(crate) struct Shared {
     /// poll reads.
     next_task_id: CachePadded<AtomicU64>,
     /// Round-robin choice of heap for timers scheduled from outside the workers.
-    next_remote_home: AtomicUsize,
+    pub(super) next_remote_home: AtomicUsize,
     /// `run_forever` waits here for `stop()`.
     stop: Mutex<bool>,
     stop_cv: Condvar,
@@ -285,16 +273,12 @@ impl Shared {
             1,
             Duration::from_secs(1),
             "t".into(),
-            crate::builder::ThreadHooks::default(),
+            crate::hooks::ThreadHooks::default(),
         );
         let clock = Clock::new(Instant::now(), false);
         Arc::new(Shared::new(
             Box::new([]),
-            Spares::new(
-                Vec::new(),
-                "t".into(),
-                crate::builder::ThreadHooks::default(),
-            ),
+            Spares::new(Vec::new(), "t".into(), crate::hooks::ThreadHooks::default()),
             ExceptionHandler::new(None),
             config,
             pool,
@@ -345,108 +329,6 @@ impl Shared {
         for waker in self.registry.wakers() {
             waker.wake();
         }
-    }
-
-    // ----- submission ---------------------------------------------------------------------
-
-    /// Schedule function of stealable tasks (called on every wake, see `task::raw::wake`).
-    pub(crate) fn schedule_task(runnable: Runnable) {
-        let runnable = match context::push_if_worker_of(runnable) {
-            None => return,
-            Some(r) => r,
-        };
-        let shared = runnable.meta().shared.clone();
-        shared.push_remote(Job::from(runnable));
-    }
-
-    /// Schedule function of pinned tasks: to the owner's queue if we are the owner, else to
-    /// its inbox.
-    pub(crate) fn schedule_pinned(runnable: Runnable) {
-        let runnable = match context::push_pinned_if_owner(runnable) {
-            None => return,
-            Some(r) => r,
-        };
-        let shared = runnable.meta().shared.clone();
-        let owner = runnable.meta().owner().expect("pinned task without owner");
-        let slot = &shared.workers[owner as usize];
-        if slot.exited.load(Ordering::SeqCst) {
-            // The owner is gone. A `!Send` future must not be dropped on this thread, so the
-            // task is leaked (and awaiting it never completes). Only wakes that come after
-            // the owner's last drain get here.
-            std::mem::forget(runnable);
-            return;
-        }
-        slot.inbox.push(runnable);
-        atomic::fence(Ordering::SeqCst);
-        if slot.exited.load(Ordering::SeqCst) {
-            // The owner may have finished its last drain before our push: take back what
-            // is stranded (see above) rather than leave it in a cycle through `Shared`.
-            loop {
-                match slot.inbox.steal() {
-                    Steal::Success(r) => std::mem::forget(r),
-                    Steal::Retry => continue,
-                    Steal::Empty => break,
-                }
-            }
-            return;
-        }
-        if slot.is_parked() || shared.is_closed() {
-            slot.notify();
-        }
-    }
-
-    /// Pushes a job from a thread that is not a worker of this runtime, and wakes a worker.
-    pub(crate) fn push_remote(&self, job: Job) {
-        if self.is_closed() {
-            self.handler.serving(|| job.discard());
-            return;
-        }
-        self.injector.push(job);
-        atomic::fence(Ordering::SeqCst);
-        if self.is_closed() {
-            self.handler.serving(|| self.drain_injector());
-        } else {
-            self.wake_idle();
-        }
-    }
-
-    /// Wakes one parked worker, counted as searching, if the idle rules say so (nobody
-    /// searches). Returns which.
-    #[inline]
-    pub(crate) fn wake_idle(&self) -> Option<usize> {
-        let index = self.idle.worker_to_wake()?;
-        self.workers[index].notify();
-        Some(index)
-    }
-
-    /// True if any queue a searcher could take from holds work.
-    pub(crate) fn has_stealable_work(&self) -> bool {
-        !self.injector.is_empty()
-            || self
-                .workers
-                .iter()
-                .any(|w| !w.stealer.is_empty() || !w.handed.is_empty())
-    }
-
-    // ----- timers -------------------------------------------------------------------------
-
-    /// A worker (timer heap, reactor) for a thread that is not a worker: round robin.
-    pub(crate) fn remote_home_worker(&self) -> usize {
-        self.next_remote_home.fetch_add(1, Ordering::Relaxed) % self.regular
-    }
-
-    /// Puts a timer on worker `target`'s heap and wakes the owner if it sleeps (its wait must
-    /// end earlier now).
-    pub(crate) fn add_timer(&self, target: usize, when: Instant, action: TimerAction) {
-        let slot = &self.workers[target];
-        if !slot.timers.push(when, action) {
-            return;
-        }
-        atomic::fence(Ordering::SeqCst);
-        if slot.is_parked() {
-            slot.notify();
-        }
-        // A busy owner fires it itself; if it is stuck, the monitor sends a sibling.
     }
 
     // ----- run_forever / stop -------------------------------------------------------------
@@ -539,7 +421,7 @@ impl Shared {
         true
     }
 
-    fn drain_injector(&self) {
+    pub(super) fn drain_injector(&self) {
         loop {
             match self.injector.steal() {
                 Steal::Success(job) => job.discard(),
