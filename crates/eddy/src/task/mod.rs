@@ -1,14 +1,14 @@
 //! Tasks: futures driven by the workers, and the [`Task`] handle that awaits them.
 //!
 //! A task is one allocation of our own (`raw` and `cell`) holding the header (awaiter,
-//! [`TaskMeta`], state word), then the future and later its output. We used `async-task` until
-//! the memory target made us write the cell: see `raw`'s notes and docs/architecture.md.
+//! `TaskMeta`, state word), then the future and later its output: see `raw`'s notes, and
+//! docs/architecture.md ("Why our own cell") for why it is ours.
 //!
 //! Ownership and life cycle:
 //!
-//! * A [`Runnable`] in a ready queue means "poll me once". Whoever pops it runs it; dropping
+//! * A `Runnable` in a ready queue means "poll me once". Whoever pops it runs it; dropping
 //!   it unrun drops the future.
-//! * Every task is linked into the runtime's [`registry::TaskRegistry`] when it is spawned and
+//! * Every task is linked into the runtime's `registry::TaskRegistry` when it is spawned and
 //!   leaves it when its future completes or is dropped. The registry is what lets shutdown
 //!   and `eddy::run` reach idle tasks that nobody will ever wake again, and what task dumps
 //!   list.
