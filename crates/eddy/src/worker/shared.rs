@@ -32,7 +32,7 @@ use crate::blocking::BlockingPool;
 use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler};
 use crate::job::Job;
-use crate::metrics::WorkerCounters;
+use crate::metrics::counters::WorkerCounters;
 use crate::reactor::Reactor;
 use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
