@@ -5,7 +5,7 @@
 //! [`Async::write_with`] retry a non-blocking operation each time the fd becomes ready. The
 //! `net` module's types are built on it.
 //!
-//! [`add_reader`](crate::add_reader) and friends are asyncio's persistent fd callbacks.
+//! [`add_reader`] and friends are asyncio's persistent fd callbacks.
 
 mod async_fd;
 mod watch;
