@@ -47,9 +47,9 @@ pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
 /// Gives `runnable` to `push` if this thread is a worker of its runtime and `accepts` it;
 /// otherwise gives it back.
 ///
-/// The runnable stays outside the thread-local's closure: if the thread-local is already gone
-/// (a wake from another thread-local's destructor), `try_with_worker` does not run the closure, and
-/// a runnable moved into it would be dropped, which drops its future on this thread.
+/// The runnable stays outside the closure: if the thread-local is already gone (a wake from
+/// another thread-local's destructor), `try_with_worker` does not run the closure, and a
+/// runnable moved into it would be dropped, which drops its future on this thread.
 fn hand_to_this_worker(
     runnable: Runnable,
     accepts: impl FnOnce(&Worker, &Runnable) -> bool,
@@ -82,8 +82,7 @@ pub(crate) fn submit_callback(shared: &Arc<Shared>, cell: Callback) {
 
 /// Schedules a callback cell at `when` on this worker's heap, or on a heap chosen round-robin.
 pub(crate) fn submit_timer(shared: &Arc<Shared>, when: Instant, cell: Callback) -> TimerHandle {
-    let target = context::with_worker_of(shared, |w| w.map(Worker::index))
-        .unwrap_or_else(|| shared.remote_home_worker());
+    let target = home_worker(shared);
     let queue = shared.workers[target].timers.clone();
     shared.add_timer(target, when, TimerAction::Callback(cell.clone()));
     TimerHandle { cell, when, queue }
