@@ -239,7 +239,7 @@ pub(crate) struct Runnable {
 
 // SAFETY: a `Runnable` is a counted pointer to a task whose header is only shared immutably
 // (its mutable parts are atomics or guarded by the state protocol). A runnable of a `!Send`
-// (pinned) future is still sent, to its owner's inbox; `cell::spawn_pinned`'s contract and
+// (pinned) future is still sent, to its owner's inbox; `cell::spawn_pinned_on`'s contract and
 // `Shared::schedule_pinned` make sure only the owner thread runs or drops it.
 unsafe impl Send for Runnable {}
 

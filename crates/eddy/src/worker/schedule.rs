@@ -235,19 +235,3 @@ where
 {
     task::spawn_on::<F, Stealable>(shared, future, location, name)
 }
-
-/// Spawns a task pinned to worker `owner`, which must be the calling thread; it is never
-/// stolen, and its future and output may be `!Send`.
-pub(crate) fn spawn_pinned<F>(
-    shared: &Arc<Shared>,
-    owner: usize,
-    future: F,
-    location: &'static Location<'static>,
-    name: Option<String>,
-) -> Task<F::Output>
-where
-    F: Future + 'static,
-    F::Output: 'static,
-{
-    task::spawn_pinned_on::<F, Pinned>(shared, owner, future, location, name)
-}
