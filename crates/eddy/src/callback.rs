@@ -15,9 +15,9 @@
 //!
 //! Invariant: only the thread that moves the state out of `PENDING` ever touches the closure
 //! slot (or, for a callback that never left `PENDING`, the thread that drops the last
-//! reference, which is alone with the cell by then). That is what makes the `UnsafeCell` sound, and what gives "runs at most once" and
-//! "cancelled callbacks never run, their closures are dropped promptly" for free, whichever
-//! threads race.
+//! reference, which is alone with the cell by then). That is what makes the `UnsafeCell`
+//! sound, and what gives "runs at most once" and "cancelled callbacks never run, their
+//! closures are dropped promptly" for free, whichever threads race.
 //!
 //! # Why a thin pointer of our own
 //!
@@ -25,8 +25,8 @@
 //! a vtable of the two typed operations, the location and context), so nothing needs the fat
 //! pointer of an `Arc<dyn Trait>`. That keeps a [`Job`](crate::job::Job) one word too, which
 //! is what the ready queue moves on every push and pop (see `job` for what a two-word job
-//! cost). The count and the free mirror `task::raw`'s: `Release` on every drop, `Acquire`
-//! before the free.
+//! would cost). The count and the free mirror `task::raw`'s: `Release` on every drop,
+//! `Acquire` before the free.
 
 use crate::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
 use std::cell::UnsafeCell;
@@ -56,7 +56,7 @@ struct Header {
     state: AtomicU8,
 }
 
-// `Job` keeps its tag in bit 0 of a header's address.
+// `Job` keeps its tag (`job::CALLBACK_TAG`) in the low bit of a header's address.
 const _: () = assert!(std::mem::align_of::<Header>() >= 2);
 
 /// The operations that need the closure's type.
@@ -87,8 +87,8 @@ impl<F: FnOnce() + Send + 'static> CallbackCell<F> {
     unsafe fn take(ptr: NonNull<Header>, run: bool) {
         // SAFETY: the header is the first field of a `#[repr(C)]` cell of this type.
         let cell = unsafe { ptr.cast::<Self>().as_ref() };
-        // The caller moved the state out of PENDING (module invariant).
-        // SAFETY: so the slot is ours alone.
+        // SAFETY: the caller moved the state out of `PENDING`, so the slot is ours alone
+        // (module invariant).
         let f = unsafe { (*cell.slot.get()).take() };
         match f {
             Some(f) if run => contextvar::run_in(&cell.header.context, f),
@@ -186,8 +186,8 @@ impl Callback {
             }
         }
         let _done = Done(&self.header().state);
-        // This thread just moved the state out of PENDING.
-        // SAFETY: so it may take the slot, through the live cell's own vtable.
+        // SAFETY: this thread just moved the state out of `PENDING`, so it may take the slot,
+        // through the live cell's own vtable.
         unsafe { (self.header().vtable.take)(self.ptr, true) };
     }
 
@@ -317,7 +317,7 @@ impl fmt::Debug for Handle {
 ///
 /// Like [`Handle`], plus the deadline. Cancelling also tells the timer heap that holds the
 /// entry, which counts cancelled entries to decide when to rebuild itself (asyncio's rule:
-/// more than 100 entries, more than half of them cancelled).
+/// more than `MIN_SCHEDULED_FOR_REBUILD` entries, more than half of them cancelled).
 ///
 /// # Examples
 ///

@@ -126,8 +126,8 @@ pub(crate) fn current_or_panic() -> Arc<Shared> {
 }
 
 /// Runs `f` with the current runtime, borrowed: the hot spawn path, where a clone of the
-/// `Arc` (an increment and a decrement of a count that every task of the runtime also
-/// touches) showed in profiles. `f` may spawn and wake (they borrow the thread-local too).
+/// `Arc` would add an increment and a decrement of a count that every task of the runtime
+/// also touches. `f` may spawn and wake (they borrow the thread-local too).
 pub(crate) fn with_current_or_panic<R>(f: impl FnOnce(&Arc<Shared>) -> R) -> R {
     CURRENT.with(|c| match &*c.borrow() {
         Some(Current::Worker(w)) => f(w.shared()),

@@ -16,19 +16,18 @@
 //!
 //! # Releasing task contexts in batches
 //!
-//! The matching decrement, when a task finishes, was the expensive half: the tasks of one
-//! spawner finish on every worker, so every worker decremented the one counter the spawner
-//! keeps incrementing, and the counter's cache line moved between CPUs at every spawn
-//! (measured: nearly all of the +9–13 % that three context variables added to a spawn). A
-//! worker therefore keeps the contexts of the tasks that finish in a cycle and releases them
-//! when the cycle ends ([`release_later`], [`release_deferred`]): consecutive releases of the
-//! same context become a count, paid in one burst on a cache line the worker then holds.
-//! Only the last context is kept: releasing a different one pays for the one held (so tasks
-//! of two spawners finishing alternately gain nothing). The values in a context may thus be
-//! dropped up to one `_run_once` cycle later than the last task that used it, on the same
-//! worker, and after that task's result was published (to its `Task` and so to a
-//! `block_on`); before, they were dropped just before. Threads that are not workers release
-//! at once.
+//! The matching decrement, when a task finishes, is the expensive half: the tasks of one
+//! spawner finish on every worker, so a decrement at each finish would take the counter's
+//! cache line from the spawner, which increments it at every spawn, and the line would move
+//! between CPUs all the time (docs/benchmarks.md, "context_spawn"). A worker therefore keeps
+//! the contexts of the tasks that finish in a cycle and releases them when the cycle ends
+//! ([`release_later`], [`release_deferred`]): consecutive releases of the same context
+//! become a count, paid in one burst on a cache line the worker then holds. Only the last
+//! context is kept: releasing a different one pays for the one held (so tasks of two
+//! spawners finishing alternately gain nothing). The values in a context may thus be dropped
+//! up to one `_run_once` cycle later than the last task that used it, on the same worker,
+//! and after that task's result was published (to its `Task` and so to a `block_on`).
+//! Threads that are not workers release at once.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -139,10 +138,10 @@ fn release(held: Context, extra: usize) {
     if let Some(held) = held {
         let ptr = Arc::as_ptr(&held);
         for _ in 0..extra {
-            // Each of the `extra` references was an `Arc` of this same allocation that
-            // `release_later` forgot, so its strong count includes them; `held` keeps one more
-            // until it is dropped below.
-            // SAFETY: so this gives up a reference we own, and never frees the allocation.
+            // SAFETY: each of the `extra` references was an `Arc` of this same allocation
+            // that `release_later` forgot, so its strong count includes them, and `held`
+            // keeps one more until it is dropped below: this gives up a reference we own, and
+            // never frees the allocation.
             unsafe { Arc::decrement_strong_count(ptr) };
         }
         drop(held);

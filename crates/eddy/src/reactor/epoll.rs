@@ -3,9 +3,9 @@
 //!
 //! 1. **Harvesting and parking in one system call.** `Poller::wait` makes five system calls
 //!    whatever its timeout (arm its timerfd, `epoll_ctl` it, `epoll_wait`, read its eventfd,
-//!    `epoll_ctl` that again; see the design brief). Here a harvest is one `epoll_wait` on the
-//!    poller's own fd, with a millisecond timeout rounded up (as asyncio's selectors and
-//!    tokio do), so a timer never fires early.
+//!    `epoll_ctl` that again). Here a harvest is one `epoll_wait` on the poller's own fd,
+//!    with a millisecond timeout rounded up (as asyncio's selectors and tokio do), so a
+//!    timer never fires early.
 //! 2. **`EPOLLRDHUP`.** `polling` never asks for it, so a FIN that arrives together with the
 //!    last data raises no edge of its own and a short read cannot prove that the next read
 //!    would block. Stream sockets are registered here with `EPOLLRDHUP`, and the events we
@@ -13,9 +13,9 @@
 //!
 //! What stays with `polling`: creating the epoll instance, level-triggered registrations
 //! (`add_reader`/`add_writer`), `delete`, and the wake-up path (`Poller::notify`, an eventfd
-//! write). Its eventfd is registered *oneshot* under the key `usize::MAX`: when one of our
+//! write). Its eventfd is registered *oneshot* under the key [`NOTIFY_KEY`]: when one of our
 //! waits reports that key, the notifier is disarmed until `polling`'s own `wait` runs again.
-//! `WorkerSlot::rearm_notifier` does that at once, under a lock, so that the notifier is armed
+//! `Reactor::rearm_notifier` does that at once, under a lock, so that the notifier is armed
 //! whenever a worker goes to sleep (the invariant that makes `notify` reliable).
 
 use std::io;
@@ -28,8 +28,8 @@ use polling::Poller;
 pub(crate) const NOTIFY_KEY: usize = usize::MAX;
 
 /// Keys from here up (below `NOTIFY_KEY`) are siblings' epoll fds nested in ours, the key
-/// being this plus the sibling's index (see `worker::handoff`). Source keys are slab
-/// indices, far below.
+/// being this plus the sibling's index (see `worker::handoff`). Source keys
+/// (`reactor::SourceKey`) stay far below.
 pub(crate) const NESTED_KEY_BASE: usize = usize::MAX / 2;
 
 /// The sibling index an event key stands for, if it is a nested epoll's key.
@@ -113,8 +113,8 @@ pub(crate) fn add_edge(poller: &Poller, fd: RawFd, key: usize) -> io::Result<()>
         events: (libc::EPOLLIN | libc::EPOLLOUT | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
         u64: key as u64,
     };
-    // The kernel checks both file descriptors and reports a bad one as an error.
-    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call.
+    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call, and the
+    // kernel checks both file descriptors, reporting a bad one as an error.
     let rc = unsafe { libc::epoll_ctl(poller.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -129,8 +129,8 @@ pub(crate) fn add_nested(host: &Poller, guest: &Poller, key: usize) -> io::Resul
         events: libc::EPOLLIN as u32,
         u64: key as u64,
     };
-    // Both fds are open epoll instances, owned by the pollers we borrow.
-    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call.
+    // SAFETY: `ev` is a valid, initialised epoll_event for the duration of the call, and both
+    // fds are open epoll instances, owned by the pollers we borrow.
     let rc = unsafe {
         libc::epoll_ctl(
             host.as_raw_fd(),
@@ -147,8 +147,8 @@ pub(crate) fn add_nested(host: &Poller, guest: &Poller, key: usize) -> io::Resul
 
 /// Removes `guest`'s epoll fd from `host`'s epoll.
 pub(crate) fn delete_nested(host: &Poller, guest: &Poller) -> io::Result<()> {
-    // A null event pointer is allowed for `EPOLL_CTL_DEL` (since Linux 2.6.9).
-    // SAFETY: both fds are open epoll instances owned by the pollers we borrow.
+    // SAFETY: both fds are open epoll instances owned by the pollers we borrow, and a null
+    // event pointer is allowed for `EPOLL_CTL_DEL` (since Linux 2.6.9).
     let rc = unsafe {
         libc::epoll_ctl(
             host.as_raw_fd(),
@@ -182,9 +182,9 @@ pub(crate) fn wait(
 ) -> io::Result<usize> {
     let timeout_ms = timeout_ms(timeout);
     events.list.clear();
-    // The kernel writes at most `maxevents` entries; the length is set below only to the
-    // count it reports.
-    // SAFETY: the pointer and `maxevents` describe the vector's spare capacity.
+    // SAFETY: the pointer and `maxevents` describe the vector's spare capacity, the kernel
+    // writes at most `maxevents` entries, and the length is set below only to the count it
+    // reports.
     let n = unsafe {
         libc::epoll_wait(
             poller.as_raw_fd(),

@@ -103,8 +103,8 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             let running = unsafe { &mut *stage.running };
             meta.count_poll();
             let outer = contextvar::swap(running.context.take());
-            // The future lives inside the heap cell and is dropped in place below.
-            // SAFETY: so it is never moved once pinned here.
+            // SAFETY: the future lives inside the heap cell and is dropped in place below, so
+            // it is never moved once pinned here.
             let future = unsafe { Pin::new_unchecked(&mut running.future) };
             let polled = panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx)));
             running.context = contextvar::swap(outer);
@@ -147,8 +147,8 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
     }
 
     unsafe fn take_output(ptr: NonNull<Header>, out: *mut ()) {
-        // The caller owns the output (`raw`'s `HANDLE` rule); `out` is an `Option` of its type.
-        // SAFETY: see `from_header` and the line above.
+        // SAFETY: `ptr` is a live cell of this type (see `from_header`), the caller owns the
+        // output (`raw`'s `HANDLE` rule), and `out` points to an `Option` of its type.
         unsafe {
             let stage = &mut *Self::from_header(ptr).stage.get();
             *out.cast::<Option<Result<F::Output, TaskError>>>() =
@@ -204,9 +204,9 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
 /// Registers a new cell and schedules its first poll.
 fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
     shared.registry.register(ptr, name);
-    // A new header holds one reference and `SCHEDULED` for the first runnable, and one
-    // reference and `HANDLE` for the join handle; the output type is `Result<T, TaskError>`.
-    // SAFETY: so each side receives exactly what its constructor asks for.
+    // SAFETY: a new header holds one reference and `SCHEDULED` for the first runnable, and
+    // one reference and `HANDLE` for the join handle, and the output type is
+    // `Result<T, TaskError>`: each side receives exactly what its constructor asks for.
     let (runnable, handle) = unsafe { (Runnable::from_ref(ptr), JoinHandle::from_ref(ptr)) };
     runnable.schedule();
     Task::new(handle)

@@ -8,12 +8,11 @@
 //!
 //! # Why our own cell
 //!
-//! Until 2026-11 eddy used `async-task`. Its cell is sound and fast, but it could not hold
-//! the registry links inside the allocation, so every task paid a second, side entry in a
-//! slab (a waker and a pointer, plus the slab's slack), and our metadata sat behind
-//! `async-task`'s own header. One pending task cost 176 B against tokio's 128 B. This cell
-//! keeps one header of ours (88 B) with the registry links in it and stores the future and
-//! its output in one union: 120 B for the same task (docs/benchmarks.md, "memory").
+//! A pending task holds its whole allocation for as long as it waits (docs/benchmarks.md,
+//! "memory"). This cell therefore keeps one header of ours with the registry links in it, so
+//! that a task is one allocation with no side entry elsewhere, and stores the future and its
+//! output in one union, since the two are never live at once. docs/decisions.md ("Tasks live
+//! in a cell of our own") says what it replaced.
 //!
 //! # The state word
 //!
@@ -52,15 +51,15 @@ pub(crate) struct VTable {
 ///
 /// # Cold bytes first
 ///
-/// The first 48 bytes (the awaiter slot, the registry links, the spawn location and the id)
-/// are touched only at spawn, on completion, by an awaiting `Task` and in dumps; the state
-/// word, the vtable and the poll count, which every wake and poll touch, come after them.
-/// The allocator places cells 16-byte aligned and often side by side, and the cache line
-/// that holds the end of one cell holds up to the first 48 bytes of the next. Were those
-/// hot, two tasks running on two workers would pass that line back and forth on every
-/// poll (measured: 2–3 % of `ping_pong`, docs/benchmark-log.md). Aligning cells to cache lines,
-/// as tokio does, would avoid it too, but costs a slow aligned allocation per spawn
-/// (docs/architecture.md, "Why the cell is not aligned to cache lines").
+/// The cold prefix (`COLD_PREFIX` bytes: the awaiter slot, the registry links, the spawn
+/// location and the id) is touched only at spawn, on completion, by an awaiting `Task` and
+/// in dumps; the state word, the vtable and the poll count, which every wake and poll touch,
+/// come after it. The allocator places cells 16-byte aligned and often side by side, and the
+/// cache line that holds the end of one cell can hold the whole prefix of the next. Were
+/// those bytes hot, two tasks running on two workers would pass that line back and forth on
+/// every poll (docs/benchmark-log.md, "Why eddy misses"). Aligning cells to cache lines, as
+/// tokio does, would avoid it too, but costs a slow aligned allocation per spawn
+/// (docs/decisions.md, "The task header starts with its cold fields").
 #[repr(C)]
 pub(crate) struct Header {
     /// The waker of whoever awaits the [`Task`](crate::Task) handle (see `JOIN_WAKER`).
@@ -71,7 +70,7 @@ pub(crate) struct Header {
     vtable: &'static VTable,
 }
 
-// `Job` keeps its tag in bit 0 of a header's address.
+// `Job` keeps its tag (`job::CALLBACK_TAG`) in the low bit of a header's address.
 const _: () = assert!(std::mem::align_of::<Header>() >= 2);
 
 /// Where the cold prefix ends; checked by a unit test.
@@ -173,8 +172,8 @@ static WAKER_VTABLE: RawWakerVTable =
 ///
 /// The caller transfers one reference it holds to the returned waker.
 pub(crate) unsafe fn waker_from_ref(ptr: NonNull<Header>) -> Waker {
-    // The data pointer is a task header with one reference for this waker.
-    // SAFETY: that is what every function of `WAKER_VTABLE` expects.
+    // SAFETY: the data pointer is a task header with one reference for this waker, which is
+    // what every function of `WAKER_VTABLE` expects.
     unsafe { Waker::from_raw(RawWaker::new(ptr.as_ptr() as *const (), &WAKER_VTABLE)) }
 }
 
@@ -254,7 +253,7 @@ impl Runnable {
     }
 
     /// The pointer, with this runnable's reference and `SCHEDULED` bit in it (for `Job`'s
-    /// one-word encoding, which keeps a tag in bit 0: see the assertion under `Header`).
+    /// one-word encoding, which keeps a tag in the low bit: see the assertion under `Header`).
     #[inline]
     pub(crate) fn into_raw(self) -> NonNull<()> {
         ManuallyDrop::new(self).ptr.cast()
@@ -320,10 +319,9 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
         return;
     };
     let stop = stop || before.is_cancelled() || header.meta.shared.is_stopping();
-    // The waker handed to the future borrows the runnable's reference: no count traffic
-    // unless the future clones it.
-    // `ptr` is a live task header; `ManuallyDrop` keeps the waker from giving up its reference.
-    // SAFETY: so the waker borrows the runnable's reference for the poll.
+    // SAFETY: `ptr` is a live task header, and the waker borrows the runnable's reference for
+    // the poll: `ManuallyDrop` keeps it from giving that reference up, so there is no count
+    // traffic unless the future clones it.
     let waker = ManuallyDrop::new(unsafe { waker_from_ref(ptr) });
     let mut cx = Context::from_waker(&waker);
     // SAFETY: we set `RUNNING`, so we alone may touch the stage.
@@ -362,9 +360,8 @@ unsafe fn complete(ptr: NonNull<Header>) {
         // SAFETY: `HANDLE` was clear at `COMPLETE`, so the output is ours alone.
         unsafe { (header.vtable.drop_output)(ptr) };
     } else if old.has_join_waker() {
-        // With `JOIN_WAKER` set the slot is read-only for everyone, and the handle can no
-        // longer clear the bit now that `COMPLETE` is set.
-        // SAFETY: so a shared borrow of the slot is sound.
+        // SAFETY: with `JOIN_WAKER` set the slot is read-only for everyone, and the handle
+        // cannot clear the bit once `COMPLETE` is set, so a shared borrow of the slot is sound.
         if let Some(waker) = unsafe { &*header.awaiter.get() } {
             // Someone else's waker (another runtime's, say) may panic: that must not unwind
             // into the worker or skip our `drop_ref`.
@@ -491,9 +488,8 @@ impl<T> JoinHandle<T> {
         let old = header.state.drop_handle();
         debug_assert!(old.is_complete(), "output taken before completion");
         let mut out: Option<Result<T, TaskError>> = None;
-        // `COMPLETE` was observed with `HANDLE` set, so the output is ours; `out` has the type
-        // the cell writes (`from_ref`'s contract).
-        // SAFETY: as just said.
+        // SAFETY: `COMPLETE` was observed with `HANDLE` set, so the output is ours, and `out`
+        // has the type the cell writes (`from_ref`'s contract).
         unsafe { (header.vtable.take_output)(this.ptr, &mut out as *mut _ as *mut ()) };
         // SAFETY: the slot is ours unless the runner still holds it (see `drop_handle`).
         let awaiter = (!old.has_join_waker()).then(|| unsafe { (*header.awaiter.get()).take() });
@@ -511,8 +507,8 @@ impl<T> Drop for JoinHandle<T> {
         let header = self.header();
         let old = header.state.drop_handle();
         if old.is_complete() {
-            // The runner saw `HANDLE` set: the output is ours to drop.
-            // SAFETY: ownership of the output follows from the transition above.
+            // SAFETY: the runner saw `HANDLE` set when it completed the task, so the output is
+            // ours to drop.
             unsafe { (header.vtable.drop_output)(self.ptr) };
         }
         // Not complete: `drop_handle` cleared `JOIN_WAKER` with `HANDLE`, so the slot is ours
@@ -520,7 +516,8 @@ impl<T> Drop for JoinHandle<T> {
         // it, which then drops the waker itself. Either way drop the waker now rather than
         // keep the awaiter alive with the cell.
         let slot_is_ours = !old.is_complete() || !old.has_join_waker();
-        // SAFETY: ownership of the slot follows from the transition above.
+        // SAFETY: when `slot_is_ours` holds, the runner neither holds the slot nor will touch it
+        // again, so nobody else touches it.
         let awaiter = slot_is_ours.then(|| unsafe { (*header.awaiter.get()).take() });
         // SAFETY: our reference; the waker (which may panic on drop) is dropped after.
         unsafe { drop_ref(self.ptr) };
@@ -532,9 +529,9 @@ impl<T> Drop for JoinHandle<T> {
 mod tests {
     use super::*;
 
-    /// The header is what every task pays before its future: 88 bytes on 64-bit targets
-    /// (docs/benchmarks.md, "memory"). Growing it is a visible cost, so it takes a deliberate
-    /// change of this number.
+    /// The header is what every task pays before its future (docs/benchmarks.md, "memory").
+    /// Growing it is a visible cost, so it takes a deliberate change of the size asserted
+    /// here.
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn the_header_stays_88_bytes() {

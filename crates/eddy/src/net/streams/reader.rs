@@ -87,7 +87,7 @@ impl StreamReader {
         }
     }
 
-    /// Sets the line limit of `readline`/`readuntil` (default 64 KiB).
+    /// Sets the line limit of `readline`/`readuntil` (default [`DEFAULT_LIMIT`]).
     pub fn set_limit(&mut self, limit: usize) {
         self.limit = limit.max(1);
     }

@@ -116,8 +116,9 @@ where
 ///
 /// The accept loop survives accept errors: `ECONNABORTED` (a client gave up) is retried at
 /// once; running out of descriptors (`EMFILE`, `ENFILE`) is reported once to the exception
-/// handler and retried after a growing pause (10 ms up to 500 ms, no busy loop) until a
-/// descriptor is free again; other errors are reported and retried after the same pause.
+/// handler and retried after a growing pause (doubling from `FIRST_BACKOFF` up to
+/// `MAX_BACKOFF`, no busy loop) until a descriptor is free again; other errors are reported
+/// and retried after the same pause.
 ///
 /// # Errors
 ///

@@ -212,8 +212,8 @@ impl StreamWriter {
         st.low = low.min(high);
     }
 
-    /// Sets the hard cap on buffered bytes (default 1 MiB). It is raised to the high-water
-    /// mark if lower.
+    /// Sets the hard cap on buffered bytes (default [`DEFAULT_HARD_CAP`]). It is raised to the
+    /// high-water mark if lower.
     pub fn set_write_buffer_cap(&self, cap: usize) {
         let mut st = self.state.lock();
         st.cap = cap.max(st.high);
