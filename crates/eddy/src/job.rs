@@ -4,20 +4,21 @@
 //! # Why one word
 //!
 //! Every poll moves a job through the ready queue twice: the wake pushes it into the
-//! `crossbeam_deque::Worker`, phase 4 pops it. As a two-word enum (a tag and a pointer, or a
-//! fat `Arc<dyn ..>`), the compiler built each job on the stack with two 8-byte stores and
-//! then copied it with one 16-byte load, which the CPU cannot forward from the two stores:
-//! each move stalled until the stores had retired. Profiles of `ping_pong` with one worker put
-//! most of the push and of the pop's caller on those two instructions, and a one-word job made
-//! the whole benchmark about 5 % faster (docs/benchmark-log.md, "Why eddy misses").
+//! `crossbeam_deque::Worker`, phase 4 pops it. A two-word job (an enum of a tag and a
+//! pointer, or a fat `Arc<dyn ..>`) is built on the stack with two 8-byte stores and then
+//! copied with one 16-byte load, which the CPU cannot forward from the two stores, so each
+//! move would stall until the stores retire. One word is stored and loaded whole
+//! (docs/benchmark-log.md, "Why eddy misses"; docs/decisions.md, "A ready-queue job is one
+//! word").
 //!
 //! # Encoding
 //!
 //! Task headers and callback headers are both aligned to at least 2 bytes (asserted at compile
 //! time in `task::raw` and `callback`; 8 on 64-bit targets), so bit 0 of their address is
-//! free: clear for a task, set for a callback. The pointer carries the reference of
-//! the [`Runnable`] or [`Callback`] it was made from; [`Job::into_work`] gives it back, and
-//! dropping a `Job` drops it (a dropped task runnable cancels the task, as before).
+//! free: clear for a task, set for a callback ([`CALLBACK_TAG`]). The pointer carries the
+//! reference of the [`Runnable`] or [`Callback`] it was made from; [`Job::unpack`] gives it
+//! back, and dropping a `Job` drops it (so a dropped job cancels its task, as a dropped
+//! `Runnable` does).
 //!
 //! Who may call: anyone who holds a job; this module is one of the few with `unsafe`, and the
 //! only one that knows the encoding.
@@ -36,7 +37,7 @@ const CALLBACK_TAG: usize = 1;
 pub(crate) struct Job(NonNull<()>);
 
 /// What a [`Job`] holds, unpacked.
-pub(crate) enum Work {
+pub(crate) enum UnpackedJob {
     /// Poll a task once.
     Task(Runnable),
     /// Run a callback (a cancelled one is skipped).
@@ -49,21 +50,20 @@ unsafe impl Send for Job {}
 impl Job {
     /// Unpacks the job, handing its reference to the result.
     #[inline]
-    pub(crate) fn into_work(self) -> Work {
+    pub(crate) fn unpack(self) -> UnpackedJob {
         let ptr = ManuallyDrop::new(self).0;
         if ptr.addr().get() & CALLBACK_TAG == 0 {
-            // An untagged job was made from `Runnable::into_raw` (`From<Runnable>`).
-            // SAFETY: and the `ManuallyDrop` above makes this the only use of its reference.
-            Work::Task(unsafe { Runnable::from_raw(ptr) })
+            // SAFETY: an untagged job was made from `Runnable::into_raw` (`From<Runnable>`),
+            // and the `ManuallyDrop` above makes this the only use of its reference.
+            UnpackedJob::Task(unsafe { Runnable::from_raw(ptr) })
         } else {
-            // A tagged job is the start of a callback cell plus `CALLBACK_TAG`
-            // (`From<Callback>`).
-            // SAFETY: so stepping back stays inside that allocation and gives the pointer
-            // `Callback::into_raw` returned, with its provenance.
+            // SAFETY: a tagged job is the start of a callback cell plus `CALLBACK_TAG`
+            // (`From<Callback>`), so stepping back stays inside that allocation and gives the
+            // pointer `Callback::into_raw` returned, with its provenance.
             let untagged = unsafe { ptr.byte_sub(CALLBACK_TAG) };
             // SAFETY: that pointer came from `Callback::into_raw`, and this is the only use of
             // its reference.
-            Work::Callback(unsafe { Callback::from_raw(untagged) })
+            UnpackedJob::Callback(unsafe { Callback::from_raw(untagged) })
         }
     }
 
@@ -71,9 +71,9 @@ impl Job {
     /// so that its cell sees the closed runtime and drops the future; a callback is cancelled,
     /// which drops its closure.
     pub(crate) fn discard(self) {
-        match self.into_work() {
-            Work::Task(r) => r.run(),
-            Work::Callback(c) => {
+        match self.unpack() {
+            UnpackedJob::Task(r) => r.run(),
+            UnpackedJob::Callback(c) => {
                 c.cancel();
             }
         }
@@ -100,17 +100,17 @@ impl From<Callback> for Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
-        drop(Job(self.0).into_work());
+        drop(Job(self.0).unpack());
     }
 }
 
 impl fmt::Debug for Job {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Borrow the contents without giving up the reference.
-        let work = ManuallyDrop::new(Job(self.0).into_work());
+        let work = ManuallyDrop::new(Job(self.0).unpack());
         match &*work {
-            Work::Task(r) => write!(f, "Task({})", r.meta().id),
-            Work::Callback(c) => write!(f, "Callback({})", c.location()),
+            UnpackedJob::Task(r) => write!(f, "Task({})", r.meta().id),
+            UnpackedJob::Callback(c) => write!(f, "Callback({})", c.location()),
         }
     }
 }
@@ -127,7 +127,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::task::{Context, Poll, Waker};
 
-    use super::{Job, Work};
+    use super::{Job, UnpackedJob};
     use crate::callback::Callback;
     use crate::task::{spawn_on, Queue, Runnable, TaskError};
     use crate::worker::shared::Shared;
@@ -170,9 +170,9 @@ mod tests {
         let handle = callback.clone();
         let job = Job::from(callback);
         assert!(format!("{job:?}").starts_with("Callback("));
-        match job.into_work() {
-            Work::Callback(c) => c.run(),
-            Work::Task(_) => panic!("a callback job unpacked as a task"),
+        match job.unpack() {
+            UnpackedJob::Callback(c) => c.run(),
+            UnpackedJob::Task(_) => panic!("a callback job unpacked as a task"),
         }
         assert_eq!(ran.load(Ordering::SeqCst), 1);
         assert!(!handle.cancel(), "it ran");
@@ -223,9 +223,9 @@ mod tests {
         };
         let job = Job::from(first);
         assert!(format!("{job:?}").starts_with("Task("));
-        match job.into_work() {
-            Work::Task(r) => r.run(),
-            Work::Callback(_) => panic!("a task job unpacked as a callback"),
+        match job.unpack() {
+            UnpackedJob::Task(r) => r.run(),
+            UnpackedJob::Callback(_) => panic!("a task job unpacked as a callback"),
         }
         drop(Job::from(second));
         let mut cx = Context::from_waker(Waker::noop());

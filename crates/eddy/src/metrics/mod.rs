@@ -110,7 +110,7 @@ fn worker_metrics(w: &WorkerSlot, now: Instant) -> WorkerMetrics {
         timer_heap_size: w.timers.len(),
         timers_cancelled_in_heap: w.timers.cancelled_count(),
         timer_heap_rebuilds: w.timers.rebuilds(),
-        ready_queue_depth: w.stealer.len() + w.handed.len(),
+        ready_queue_depth: w.stealer.len() + w.burst_share.len(),
         busy_time: c.busy_time(now),
     }
 }

@@ -5,8 +5,9 @@
 //! events are harvested by that worker and the tasks they wake land in that worker's own
 //! ready queue, where the task that uses the source most likely runs.
 //!
-//! Costs we design around (measured in the brief): one `Poller::wait` is five system calls
-//! (about 1.3 µs even with a zero timeout), while one `epoll_wait` is one. So:
+//! Costs we design around: one `Poller::wait` is five system calls even with a zero
+//! timeout, while one `epoll_wait` is one (docs/decisions.md, "Workers wait in a bare
+//! `epoll_wait`"). So:
 //!
 //! * harvesting and parking are a single `epoll_wait` on the poller's fd ([`epoll`]);
 //!   `polling`'s own `wait` runs only to re-arm its notifier after one of our waits reported
@@ -21,7 +22,8 @@
 //! busy, or its thread was woken from its park but waits for a CPU), a sibling checks its
 //! epoll fd with `poll(2)` and, if events are waiting, harvests them itself with a
 //! zero-timeout `epoll_wait` and dispatches them: wakers run on the sibling (so the woken
-//! tasks are queued, and run, there) and fd callbacks are queued there. Three hazards of sharing a `Poller` (from the brief) are handled:
+//! tasks are queued, and run, there) and fd callbacks are queued there. Three hazards of
+//! sharing a `Poller` are handled:
 //!
 //! 1. *One waiter per poller*: `polling`'s `wait` only try-locks. We call it for nothing but
 //!    re-arming, always under our own `rearm` lock, so its try-lock never fails and a
@@ -50,7 +52,7 @@ use slab::Slab;
 
 use epoll::{RawEvents, Readiness};
 
-pub(crate) use source::{Direction, FdCallback, Fired, Source};
+pub(crate) use source::{Direction, EventActions, FdCallback, Source};
 
 /// How long a busy worker may go without harvesting its IO before a sibling serves it.
 pub(crate) const STUCK_IO_GRACE: Duration = Duration::from_micros(250);
@@ -172,9 +174,9 @@ impl Reactor {
 
     /// Removes a source from `poller` and from the table.
     pub(crate) fn deregister(&self, poller: &Poller, source: &Source) -> io::Result<()> {
-        // `Async::drop` runs before its IO object is dropped, and `remove_*` before the user
-        // closes the fd (their documented contract).
-        // SAFETY: so `source.fd` is still open here, for the duration of the borrow.
+        // SAFETY: `Async::drop` runs before its IO object is dropped, and `remove_*` before
+        // the user closes the fd (their documented contract), so `source.fd` is still open
+        // here, for the duration of the borrow.
         let fd = unsafe { BorrowedFd::borrow_raw(source.fd) };
         let res = poller.delete(fd);
         if self
@@ -205,12 +207,12 @@ impl Reactor {
             Some(s) => s.clone(),
             None => {
                 let add = |key| {
-                    // `add_with_mode` requires the fd to be deleted from the poller before it
-                    // is closed: `add_reader`/`add_writer` document that the caller must
-                    // remove the fd before closing it. On Linux (epoll) a violation cannot
-                    // corrupt memory either: the kernel drops closed fds from the interest
-                    // list by itself and `polling` keeps no per-fd state.
-                    // SAFETY: so the fd stays registered only while it is open.
+                    // SAFETY: `add_with_mode` requires the fd to be deleted from the poller
+                    // before it is closed, and `add_reader`/`add_writer` document that the
+                    // caller must remove the fd before closing it, so the fd stays registered
+                    // only while it is open. On Linux (epoll) a violation cannot corrupt memory
+                    // either: the kernel drops closed fds from the interest list by itself and
+                    // `polling` keeps no per-fd state.
                     unsafe { poller.add_with_mode(fd, Event::none(key), PollMode::Level) }
                 };
                 let s = self.register_with(worker, fd, add)?;
@@ -252,7 +254,7 @@ impl Reactor {
         poller.modify_with_mode(fd, ev, PollMode::Level)
     }
 
-    /// One `epoll_wait` on `poller` (at most `timeout`), dispatched into `fired`. If the
+    /// One `epoll_wait` on `poller` (at most `timeout`), dispatched into `actions`. If the
     /// notifier fired, it is re-armed before returning, so the poller can be slept on again.
     ///
     /// If re-arming fails, a `notify` can no longer end a wait: until a later harvest
@@ -263,11 +265,11 @@ impl Reactor {
         poller: &Poller,
         raw: &mut RawEvents,
         mut timeout: Option<Duration>,
-        fired: &mut Fired,
+        actions: &mut EventActions,
     ) -> io::Result<Harvest> {
         let mut rearmed = None;
         if self.rearm_failed.load(Ordering::Relaxed) {
-            match self.rearm_notifier(poller, fired) {
+            match self.rearm_notifier(poller, actions) {
                 Ok(events) => {
                     self.rearm_failed.store(false, Ordering::Relaxed);
                     rearmed = Some(events);
@@ -278,12 +280,12 @@ impl Reactor {
         }
         let waited = epoll::wait(poller, raw, timeout);
         let mut harvest = Harvest {
-            events: self.dispatch(raw.iter(), fired) + rearmed.unwrap_or(0),
+            events: self.dispatch(raw.iter(), actions) + rearmed.unwrap_or(0),
             notified: raw.notified() || rearmed.is_some(),
         };
-        fired.nested.extend(raw.nested());
+        actions.nested.extend(raw.nested());
         if raw.notified() {
-            match self.rearm_notifier(poller, fired) {
+            match self.rearm_notifier(poller, actions) {
                 Ok(events) => harvest.events += events,
                 Err(e) => {
                     self.rearm_failed.store(true, Ordering::Relaxed);
@@ -297,7 +299,7 @@ impl Reactor {
     /// Runs `polling`'s `wait` once, with a zero timeout, for its side effects: it drains the
     /// notifier's eventfd and re-arms it (oneshot). Events it happens to harvest are
     /// dispatched too, without `EPOLLRDHUP` information.
-    fn rearm_notifier(&self, poller: &Poller, fired: &mut Fired) -> io::Result<usize> {
+    fn rearm_notifier(&self, poller: &Poller, actions: &mut EventActions) -> io::Result<usize> {
         #[cfg(test)]
         if self.fail_rearms.load(Ordering::Relaxed) > 0 {
             self.fail_rearms.fetch_sub(1, Ordering::Relaxed);
@@ -306,13 +308,13 @@ impl Reactor {
         let mut events = self.rearm.lock();
         events.clear();
         poller.wait(&mut events, Some(Duration::ZERO))?;
-        fired
+        actions
             .nested
             .extend(events.iter().filter_map(|e| epoll::nested_index(e.key)));
         let ours = events
             .iter()
             .filter(|e| epoll::nested_index(e.key).is_none());
-        Ok(self.dispatch(ours.map(|e| epoll::from_polling(&e)), fired))
+        Ok(self.dispatch(ours.map(|e| epoll::from_polling(&e)), actions))
     }
 
     /// One cheap system call: does the poller have anything to report? Consumes nothing.
@@ -340,7 +342,11 @@ impl Reactor {
 
     /// Turns harvested events into wakers and callbacks (to be run by the caller).
     /// Returns the number of events.
-    fn dispatch(&self, events: impl Iterator<Item = Readiness>, fired: &mut Fired) -> usize {
+    fn dispatch(
+        &self,
+        events: impl Iterator<Item = Readiness>,
+        actions: &mut EventActions,
+    ) -> usize {
         let mut events = events.peekable();
         if events.peek().is_none() {
             return 0;
@@ -350,7 +356,7 @@ impl Reactor {
         for ev in events {
             n += 1;
             match sources.get(SourceKey::slot(ev.key)) {
-                Some(source) if source.key == ev.key => source.on_event(ev, fired),
+                Some(source) if source.key == ev.key => source.on_event(ev, actions),
                 // Deregistered after the harvest (and maybe the slot reused): stale.
                 _ => {}
             }
@@ -382,20 +388,20 @@ mod tests {
         let long = Some(Duration::from_secs(10));
         reactor.fail_rearms.store(1, Ordering::Relaxed);
         poller.notify()?;
-        let mut fired = Fired::default();
+        let mut actions = EventActions::default();
         assert!(
             reactor
-                .harvest(&poller, &mut raw, long, &mut fired)?
+                .harvest(&poller, &mut raw, long, &mut actions)?
                 .notified
         );
         poller.notify()?;
-        let h = reactor.harvest(&poller, &mut raw, long, &mut fired)?;
+        let h = reactor.harvest(&poller, &mut raw, long, &mut actions)?;
         assert!(h.notified, "the notification sent while disarmed was lost");
         // Re-armed for good: the next notification wakes a wait as usual.
         poller.notify()?;
         assert!(
             reactor
-                .harvest(&poller, &mut raw, long, &mut fired)?
+                .harvest(&poller, &mut raw, long, &mut actions)?
                 .notified
         );
         Ok(())
@@ -431,10 +437,10 @@ mod tests {
             new.unset_initial_ready(dir);
             assert!(new.poll_ready(dir, &mut cx).is_pending());
         }
-        let mut fired = Fired::default();
-        assert_eq!(reactor.dispatch(std::iter::once(stale), &mut fired), 1);
+        let mut actions = EventActions::default();
+        assert_eq!(reactor.dispatch(std::iter::once(stale), &mut actions), 1);
         assert!(
-            fired.wakers.is_empty(),
+            actions.wakers.is_empty(),
             "the stale event woke the new source's waiter"
         );
         assert!(matches!(
@@ -455,21 +461,25 @@ mod tests {
         let mut raw = RawEvents::new();
         for round in 0..3 {
             poller.notify()?;
-            let mut fired = Fired::default();
-            let h =
-                reactor.harvest(&poller, &mut raw, Some(Duration::from_secs(10)), &mut fired)?;
+            let mut actions = EventActions::default();
+            let h = reactor.harvest(
+                &poller,
+                &mut raw,
+                Some(Duration::from_secs(10)),
+                &mut actions,
+            )?;
             assert!(
                 h.notified,
                 "round {round}: the wait did not see the notification"
             );
         }
         // And with nothing pending, a short wait times out quietly.
-        let mut fired = Fired::default();
+        let mut actions = EventActions::default();
         let h = reactor.harvest(
             &poller,
             &mut raw,
             Some(Duration::from_millis(1)),
-            &mut fired,
+            &mut actions,
         )?;
         assert!(!h.notified && h.events == 0);
         Ok(())

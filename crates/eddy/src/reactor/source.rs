@@ -97,7 +97,7 @@ impl DueCallback {
 
 /// What an event asks the caller to do once every lock is released.
 #[derive(Default)]
-pub(crate) struct Fired {
+pub(crate) struct EventActions {
     pub(crate) wakers: Vec<Waker>,
     pub(crate) callbacks: Vec<DueCallback>,
     /// Siblings whose epoll, nested in the harvested one, has events (`worker::handoff`).
@@ -119,7 +119,7 @@ impl Source {
     }
 
     /// Records an event from the poller and collects whom to wake or call.
-    pub(crate) fn on_event(self: &Arc<Self>, event: Readiness, fired: &mut Fired) {
+    pub(crate) fn on_event(self: &Arc<Self>, event: Readiness, actions: &mut EventActions) {
         let mut state = self.state.lock();
         let hits = [
             (Direction::Read, event.readable),
@@ -138,9 +138,9 @@ impl Source {
             }
             d.ready = true;
             d.tick = d.tick.wrapping_add(1);
-            fired.wakers.append(&mut d.wakers);
+            actions.wakers.append(&mut d.wakers);
             if let Some((callback, location)) = &d.callback {
-                fired.callbacks.push(DueCallback {
+                actions.callbacks.push(DueCallback {
                     source: self.clone(),
                     dir,
                     callback: callback.clone(),

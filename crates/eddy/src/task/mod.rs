@@ -34,6 +34,7 @@ mod yield_now;
 
 use std::any::Any;
 use std::fmt;
+use std::num::NonZeroU32;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -80,11 +81,11 @@ impl fmt::Display for TaskId {
 }
 
 /// What the runtime knows about a task, inside its header (`raw::Header`). Every field is
-/// paid by every task, and memory per pending task is one of the figures eddy is measured
-/// by: names live in the registry's side table, and the spawn time is a 32-bit reading.
+/// paid by every task, pending ones included (docs/benchmarks.md, "memory"), so names live
+/// in the registry's side table and the spawn time is a 32-bit reading.
 ///
-/// `#[repr(C)]`, cold fields first: with the header's awaiter slot they make the first 48
-/// bytes of every cell, which no poll or wake touches (see `raw::Header`).
+/// `#[repr(C)]`, cold fields first: with the header's awaiter slot they make the cold prefix
+/// of every cell (`raw::COLD_PREFIX`), which no poll or wake touches (see `raw::Header`).
 #[repr(C)]
 pub(crate) struct TaskMeta {
     /// This task's place in its registry list (guarded by the registry's shard lock).
@@ -94,8 +95,9 @@ pub(crate) struct TaskMeta {
     pub(crate) shared: Arc<Shared>,
     /// Polls so far; only the poller writes it.
     polls: AtomicU32,
-    /// The worker a pinned (`spawn_local`) task belongs to, or `NOT_PINNED`.
-    owner: u32,
+    /// The worker a pinned (`spawn_local`) task belongs to, as its index plus one (so that
+    /// `None` costs no space).
+    owner: Option<NonZeroU32>,
     /// `coarse_now()` at spawn time in milliseconds, truncated to 32 bits: ages in dumps are
     /// exact up to 49 days and wrap after that.
     spawned_at_ms: u32,
@@ -103,11 +105,9 @@ pub(crate) struct TaskMeta {
     pub(crate) named: bool,
 }
 
-const NOT_PINNED: u32 = u32::MAX;
-
-/// A cheap monotonic reading in nanoseconds (`CLOCK_MONOTONIC_COARSE`: a few ns per call,
-/// a few ms of resolution), for task ages, where a full clock read per spawn showed up in
-/// profiles.
+/// A cheap monotonic reading in nanoseconds (`CLOCK_MONOTONIC_COARSE`: the time of the last
+/// kernel tick, so cheaper than a full clock read and only as fine as the tick), for task
+/// ages: every spawn takes one, and a dump's ages need no finer resolution.
 pub(crate) fn coarse_now() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -132,7 +132,11 @@ impl TaskMeta {
             links: registry::Links::new(),
             spawned_at_ms: (coarse_now() / 1_000_000) as u32,
             polls: AtomicU32::new(0),
-            owner: owner.unwrap_or(NOT_PINNED),
+            owner: owner.map(|index| {
+                NonZeroU32::MIN
+                    .checked_add(index)
+                    .expect("fewer than u32::MAX workers")
+            }),
             named,
         }
     }
@@ -140,7 +144,7 @@ impl TaskMeta {
     /// The worker a pinned task belongs to.
     #[inline]
     pub(crate) fn owner(&self) -> Option<u32> {
-        (self.owner != NOT_PINNED).then_some(self.owner)
+        self.owner.map(|owner| owner.get() - 1)
     }
 
     /// A poll starts.

@@ -12,13 +12,13 @@
 //!   has passed, in deadline order, so "timers fire in deadline order" still holds per heap.
 //!
 //! The earliest deadline is published in [`TimerQueue::next_deadline`] (nanoseconds since the
-//! runtime's epoch, `u64::MAX` when empty) so that siblings can see a late heap without taking
+//! runtime's epoch; [`TimerQueue::next_deadline_nanos`] reads it) so that siblings can see a late heap without taking
 //! its lock.
 //!
 //! Cancelled entries stay in the heap (removing from the middle of a binary heap is O(n)). The
 //! queue counts them, and [`TimerQueue::tidy`] applies asyncio's rule in phase 1: when more
-//! than 100 entries are scheduled and more than half are cancelled, rebuild the heap without
-//! them; otherwise pop cancelled entries off the top.
+//! than [`MIN_SCHEDULED_FOR_REBUILD`] entries are scheduled and more than half are cancelled,
+//! rebuild the heap without them; otherwise pop cancelled entries off the top.
 
 mod entry;
 
@@ -65,11 +65,15 @@ pub(crate) fn deadline_from(now: Instant, delay: Duration) -> Instant {
         .unwrap_or(now + Duration::from_secs(365 * 24 * 3600))
 }
 
+/// `TimerQueue::next_deadline` of an empty heap: `nanos` never returns it.
+const NO_DEADLINE: u64 = u64::MAX;
+
 /// One worker's timer heap plus the counters siblings may read without the lock.
 #[derive(Debug)]
 pub(crate) struct TimerQueue {
     heap: Mutex<TimerHeap>,
-    /// Earliest deadline in the heap as nanoseconds since `epoch`; `u64::MAX` when empty.
+    /// Earliest deadline in the heap as nanoseconds since `epoch`; [`NO_DEADLINE`] when
+    /// empty (read through `next_deadline_nanos`).
     next_deadline: AtomicU64,
     /// Entries cancelled but still in the heap (approximately: a handle may count a cancel
     /// of an entry that already left the heap; `tidy` resets it when it rebuilds).
@@ -91,7 +95,7 @@ impl TimerQueue {
     pub(crate) fn new(epoch: Instant) -> Self {
         TimerQueue {
             heap: Mutex::new(TimerHeap::default()),
-            next_deadline: AtomicU64::new(u64::MAX),
+            next_deadline: AtomicU64::new(NO_DEADLINE),
             cancelled: AtomicIsize::new(0),
             rebuilds: AtomicUsize::new(0),
             cancelled_total: AtomicU64::new(0),
@@ -102,7 +106,7 @@ impl TimerQueue {
     /// Converts an instant to the nanosecond scale of `next_deadline`.
     pub(crate) fn nanos(&self, t: Instant) -> u64 {
         let n = t.saturating_duration_since(self.epoch).as_nanos();
-        u64::try_from(n).unwrap_or(u64::MAX - 1)
+        u64::try_from(n).unwrap_or(NO_DEADLINE - 1)
     }
 
     /// Schedules `action` at `when`. Returns true when it became the earliest entry, so that
@@ -125,9 +129,10 @@ impl TimerQueue {
         self.epoch + Duration::from_nanos(nanos)
     }
 
-    /// The earliest deadline, without taking the lock.
-    pub(crate) fn next_deadline_nanos(&self) -> u64 {
-        self.next_deadline.load(Ordering::Acquire)
+    /// The earliest deadline, without taking the lock; `None` when the heap is empty.
+    pub(crate) fn next_deadline_nanos(&self) -> Option<u64> {
+        let nanos = self.next_deadline.load(Ordering::Acquire);
+        (nanos != NO_DEADLINE).then_some(nanos)
     }
 
     /// Counts one more cancelled entry (called by the handle that cancelled it).
@@ -214,7 +219,7 @@ impl TimerQueue {
 
     fn publish(&self, heap: &TimerHeap) -> Option<Instant> {
         let next = heap.entries.peek().map(|e| e.when);
-        let nanos = next.map_or(u64::MAX, |t| self.nanos(t));
+        let nanos = next.map_or(NO_DEADLINE, |t| self.nanos(t));
         self.next_deadline.store(nanos, Ordering::Release);
         next
     }
@@ -223,7 +228,7 @@ impl TimerQueue {
     pub(crate) fn drain_all(&self) -> Vec<TimerAction> {
         let mut heap = self.heap.lock();
         let entries = std::mem::take(&mut heap.entries);
-        self.next_deadline.store(u64::MAX, Ordering::Release);
+        self.next_deadline.store(NO_DEADLINE, Ordering::Release);
         self.cancelled.store(0, Ordering::Relaxed);
         entries.into_vec().into_iter().map(|e| e.action).collect()
     }
@@ -289,7 +294,7 @@ mod tests {
         assert_eq!(next, Some(t + Duration::from_secs(60)));
         assert_eq!(
             q.next_deadline_nanos(),
-            q.nanos(t + Duration::from_secs(60))
+            Some(q.nanos(t + Duration::from_secs(60)))
         );
     }
 
@@ -431,7 +436,7 @@ mod tests {
         let d = deadline_from(Instant::now(), Duration::MAX);
         assert!(d > Instant::now() + Duration::from_secs(3600 * 24 * 365));
         let q = TimerQueue::new(Instant::now());
-        assert!(q.nanos(d) < u64::MAX);
+        assert!(q.nanos(d) < NO_DEADLINE);
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //! by every event on its sockets, even when a sibling is awake and could serve them in
 //! passing. On a machine with as many busy threads as cores (a server and its clients on
 //! two cores) every such wake-up makes one more thread runnable than there are CPUs, and
-//! the event then waits a scheduler slice (3-4 ms here) for the woken worker to run. With
-//! all sockets on one worker the same server keeps a sub-millisecond p99 (see
-//! docs/benchmark-log.md). Tokio gets this from its single IO driver.
+//! the event then waits a whole scheduler slice for the woken worker to run. With all
+//! sockets on one worker the same server keeps its tail latency well under a slice
+//! (docs/benchmarks.md, "echo"). Tokio gets this from its single IO driver.
 //!
 //! So a worker that parks with IO sources first tries to **hand its epoll to a sibling**:
 //! it adds its epoll fd to the sibling's epoll (epoll nests; the guest's fd is readable
@@ -46,6 +46,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
@@ -53,8 +54,40 @@ use super::Worker;
 use crate::reactor::epoll;
 use crate::reactor::{Reactor, STUCK_IO_GRACE};
 
-/// `io_host` of a worker that is nobody's guest.
-pub(crate) const NO_HOST: usize = usize::MAX;
+/// Which sibling's epoll nests a worker's (`WorkerSlot::io_host`), if any: an atomic
+/// `Option<usize>`. Changed only under `Shared::handoff`; read by anyone.
+#[derive(Debug)]
+pub(crate) struct IoHost(AtomicUsize);
+
+impl IoHost {
+    /// Stored for `None`: no worker has this index.
+    const NOBODY: usize = usize::MAX;
+
+    /// Nobody's guest.
+    pub(crate) fn none() -> Self {
+        IoHost(AtomicUsize::new(Self::NOBODY))
+    }
+
+    /// The host, if the worker's epoll is nested in one.
+    pub(crate) fn get(&self) -> Option<usize> {
+        let host = self.0.load(SeqCst);
+        (host != Self::NOBODY).then_some(host)
+    }
+
+    /// Whether worker `index` is the host.
+    pub(crate) fn is(&self, index: usize) -> bool {
+        self.get() == Some(index)
+    }
+
+    fn set(&self, host: usize) {
+        debug_assert_ne!(host, Self::NOBODY);
+        self.0.store(host, SeqCst);
+    }
+
+    fn clear(&self) {
+        self.0.store(Self::NOBODY, SeqCst);
+    }
+}
 
 /// Sleeps shorter than this are taken on our own epoll: a hand-off and its undoing cost
 /// four system calls more than a plain park.
@@ -172,7 +205,7 @@ impl Worker {
         self.next_guest_check
             .set(now + GUEST_CHECK_INTERVAL.as_nanos() as u64);
         for guest in self.shared.workers.iter() {
-            if guest.io_host.load(SeqCst) == self.index
+            if guest.io_host.is(self.index)
                 && guest.guest_asleep.load(SeqCst)
                 && Reactor::maybe_ready(&guest.poller)
             {
@@ -193,10 +226,7 @@ impl Worker {
         let _guard = shared.handoff.lock();
         // An exited worker is gone for good at shutdown; a dead one is adopted.
         let gone = them.exited.load(SeqCst) && !them.dead.load(SeqCst);
-        if them.io_host.load(SeqCst) != NO_HOST
-            || them.hosted.load(SeqCst) != 0
-            || them.is_parked()
-            || gone
+        if them.io_host.get().is_some() || them.hosted.load(SeqCst) != 0 || them.is_parked() || gone
         {
             return false;
         }
@@ -207,7 +237,7 @@ impl Worker {
         if epoll::add_nested(&me.poller, &them.poller, key).is_err() {
             return false;
         }
-        them.io_host.store(self.index, SeqCst);
+        them.io_host.set(self.index);
         me.hosted.fetch_add(1, SeqCst);
         true
     }
@@ -215,7 +245,7 @@ impl Worker {
     /// Whether sibling `w`'s epoll is nested in ours while it is awake (a rescue), so that
     /// its timers are ours to watch too.
     pub(super) fn rescues(&self, w: &super::shared::WorkerSlot) -> bool {
-        w.io_host.load(SeqCst) == self.index && !w.guest_asleep.load(SeqCst)
+        w.io_host.is(self.index) && !w.guest_asleep.load(SeqCst)
     }
 
     /// Nests our epoll in the sibling that can host it (or keeps it where a rescuer put
@@ -227,8 +257,7 @@ impl Worker {
         if me.hosted.load(SeqCst) != 0 {
             return None;
         }
-        let nested_in = me.io_host.load(SeqCst);
-        if nested_in != NO_HOST {
+        if let Some(nested_in) = me.io_host.get() {
             // A rescuer hosts us already, and a host is nobody's guest: stay there.
             return Some(nested_in);
         }
@@ -240,7 +269,7 @@ impl Worker {
             // nothing once it is no longer needed.
             .take(shared.regular)
             .filter(|&(i, w)| {
-                i != self.index && w.io_host.load(SeqCst) == NO_HOST && !w.exited.load(SeqCst)
+                i != self.index && w.io_host.get().is_none() && !w.exited.load(SeqCst)
             })
             .map(|(i, w)| (i, w.is_parked()));
         let host = choose_host(candidates)?;
@@ -248,7 +277,7 @@ impl Worker {
         if epoll::add_nested(&shared.workers[host].poller, &me.poller, key).is_err() {
             return None;
         }
-        me.io_host.store(host, SeqCst);
+        me.io_host.set(host);
         shared.workers[host].hosted.fetch_add(1, SeqCst);
         Some(host)
     }
@@ -256,7 +285,7 @@ impl Worker {
     /// Takes our epoll back from whoever nests it, if anyone; it is ours alone to wait on
     /// again.
     fn take_back_io(&self) {
-        if self.slot().io_host.load(SeqCst) == NO_HOST {
+        if self.slot().io_host.get().is_none() {
             return;
         }
         let _guard = self.shared.handoff.lock();
@@ -267,17 +296,16 @@ impl Worker {
     fn take_back_io_locked(&self) {
         let shared = &*self.shared;
         let me = self.slot();
-        let host = me.io_host.load(SeqCst);
-        if host == NO_HOST {
+        let Some(host) = me.io_host.get() else {
             return;
-        }
+        };
         if let Err(e) = epoll::delete_nested(&shared.workers[host].poller, &me.poller) {
             tracing::error!(
                 "eddy worker {}: taking back its epoll failed: {e}",
                 self.index
             );
         }
-        me.io_host.store(NO_HOST, SeqCst);
+        me.io_host.clear();
         shared.workers[host].hosted.fetch_sub(1, SeqCst);
     }
 }
@@ -285,6 +313,18 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_io_host_is_an_optional_index() {
+        let host = IoHost::none();
+        assert_eq!(host.get(), None);
+        assert!(!host.is(0));
+        host.set(0);
+        assert_eq!(host.get(), Some(0));
+        assert!(host.is(0) && !host.is(1));
+        host.clear();
+        assert_eq!(host.get(), None);
+    }
 
     #[test]
     fn short_parks_stay_on_our_own_epoll() {

@@ -1,8 +1,8 @@
 //! Who is searching for work and who sleeps: the bookkeeping that keeps wake-ups cheap.
 //!
 //! Waking a parked worker costs an eventfd write on one side and an `epoll_wait` return plus
-//! a context switch on the other (about 100 µs across CPUs on our VMs), so eddy wakes a worker
-//! only when it is likely to find something to do:
+//! a context switch on the other (a cross-CPU round trip, far more than a short job), so eddy
+//! wakes a worker only when it is likely to find something to do:
 //!
 //! * A worker is *searching* while it looks for work to steal. At most half of the workers
 //!   search at once (tokio's rule), so that one new task does not send every idle thread
@@ -96,9 +96,10 @@ impl Idle {
         Self::searching(prev) == 1
     }
 
-    /// Records that worker `index` is about to sleep. True if it was the last searcher, in
-    /// which case the caller must re-check every queue before sleeping.
-    pub(crate) fn park(&self, index: usize, searching: bool) -> bool {
+    /// Puts worker `index`, about to sleep, on the parked list (the sleep is the caller's).
+    /// True if it was the last searcher, in which case the caller must re-check every queue
+    /// before sleeping.
+    pub(crate) fn list_parked(&self, index: usize, searching: bool) -> bool {
         let mut parked = self.parked.lock();
         let dec = UNPARKED_ONE + searching as usize;
         let prev = self.state.fetch_sub(dec, Ordering::SeqCst);
@@ -164,7 +165,7 @@ mod tests {
     #[test]
     fn park_then_wake_counts_the_woken_as_searching() {
         let idle = Idle::new(2);
-        assert!(!idle.park(1, false));
+        assert!(!idle.list_parked(1, false));
         assert_eq!(idle.counts(), (0, 1));
         assert_eq!(idle.worker_to_wake(), Some(1));
         assert_eq!(idle.counts(), (1, 2));
@@ -175,7 +176,7 @@ mod tests {
     #[test]
     fn a_searcher_suppresses_wakeups() {
         let idle = Idle::new(4);
-        idle.park(3, false);
+        idle.list_parked(3, false);
         assert!(idle.try_start_searching());
         assert_eq!(idle.worker_to_wake(), None);
         assert!(idle.stop_searching());
@@ -199,8 +200,8 @@ mod tests {
     fn last_searcher_to_park_is_told() {
         let idle = Idle::new(2);
         assert!(idle.try_start_searching());
-        assert!(idle.park(0, true));
-        assert!(!idle.park(1, false));
+        assert!(idle.list_parked(0, true));
+        assert!(!idle.list_parked(1, false));
     }
 
     #[test]
@@ -213,13 +214,13 @@ mod tests {
             (0, 1),
             "no longer searching, no longer awake"
         );
-        idle.park(1, false);
+        idle.list_parked(1, false);
         assert!(idle.all_parked());
         assert_eq!(idle.worker_to_wake(), Some(1), "only the live one is woken");
         assert_eq!(idle.worker_to_wake(), None);
 
         let idle = Idle::new(2);
-        idle.park(0, false);
+        idle.list_parked(0, false);
         idle.retire(0, false);
         assert_eq!(idle.counts(), (0, 2 - 1));
         assert_eq!(
@@ -232,7 +233,7 @@ mod tests {
     #[test]
     fn timeout_wakeup_takes_itself_off_the_list() {
         let idle = Idle::new(2);
-        idle.park(0, false);
+        idle.list_parked(0, false);
         assert!(!idle.unpark_self(0));
         assert_eq!(idle.counts(), (0, 2));
         assert_eq!(idle.worker_to_wake(), None);

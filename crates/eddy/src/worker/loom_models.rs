@@ -3,9 +3,9 @@
 //! The idle bookkeeping is the real [`Idle`] (its word and mutex are loom's in this build)
 //! and the decision to stay awake is the real [`must_stay_awake`]; the steps around them
 //! repeat, in order, what `Worker::park`, `Worker::find_work`, `Worker::stop_searching`,
-//! `Worker::push_local`, `Worker::share_burst_with_helper`, `Shared::push_remote`,
+//! `Worker::push_local`, `Worker::share_burst_with_woken_sibling`, `Shared::push_remote`,
 //! `Shared::schedule_pinned` and `Shared::add_timer` do, with the injector, an inbox, a
-//! `handed` queue and a timer heap's next deadline reduced to one atomic each, a ready queue
+//! `burst_share` queue and a timer heap's next deadline reduced to one atomic each, a ready queue
 //! to crossbeam's two indices ([`ReadyQueue`]) and a worker's eventfd to a [`Notifier`]. A
 //! change to the order of those steps or to their fences must be made here too.
 //!
@@ -19,9 +19,6 @@ use loom::thread;
 use super::{must_stay_awake, ParkCheck};
 use crate::sync::atomic::{fence, AtomicUsize, Ordering::*};
 use crate::worker::idle::Idle;
-
-const AWAKE: usize = 0;
-const NO_TIMER: usize = usize::MAX;
 
 /// A worker's eventfd: a notification is kept until the next wait consumes it.
 struct Notifier {
@@ -104,15 +101,16 @@ struct Runtime {
     injector: AtomicUsize,
     /// Worker 0's ready queue.
     ready: ReadyQueue,
-    /// Pinned tasks in worker 0's inbox, and jobs in its `handed` queue.
+    /// Pinned tasks in worker 0's inbox, and jobs in its `burst_share` queue.
     inbox: AtomicUsize,
-    handed: AtomicUsize,
+    burst_share: AtomicUsize,
     /// Jobs still to be taken; the worker that takes the last one shuts the model down.
     left: AtomicUsize,
     closed: AtomicBool,
-    park_deadline: Vec<AtomicUsize>,
-    /// Worker 0's timer heap: its next deadline.
-    next_timer: AtomicUsize,
+    /// `WorkerSlot::parked` of each worker.
+    parked: Vec<AtomicBool>,
+    /// Worker 0's timer heap: whether it has a next deadline.
+    has_timer: AtomicBool,
     notifiers: Vec<Notifier>,
 }
 
@@ -126,11 +124,11 @@ impl Runtime {
                 back: AtomicUsize::new(0),
             },
             inbox: AtomicUsize::new(0),
-            handed: AtomicUsize::new(0),
+            burst_share: AtomicUsize::new(0),
             left: AtomicUsize::new(jobs),
             closed: AtomicBool::new(false),
-            park_deadline: (0..workers).map(|_| AtomicUsize::new(AWAKE)).collect(),
-            next_timer: AtomicUsize::new(NO_TIMER),
+            parked: (0..workers).map(|_| AtomicBool::new(false)).collect(),
+            has_timer: AtomicBool::new(false),
             notifiers: (0..workers).map(|_| Notifier::new()).collect(),
         })
     }
@@ -161,12 +159,12 @@ impl Runtime {
     }
 
     /// What `Shared::schedule_pinned` (into the inbox, from a foreign thread) and
-    /// `Worker::share_burst_with_helper` (into `handed`, from a sibling) both do: push onto
+    /// `Worker::share_burst_with_woken_sibling` (into `burst_share`, from a sibling) both do: push onto
     /// worker 0's queue, fence, then notify it if it is parked.
     fn push_at_worker_0(&self, queue: &AtomicUsize) {
         queue.fetch_add(1, SeqCst);
         fence(SeqCst);
-        if self.park_deadline[0].load(SeqCst) != AWAKE {
+        if self.parked[0].load(SeqCst) {
             self.notifiers[0].notify();
         }
     }
@@ -174,9 +172,9 @@ impl Runtime {
     /// `Shared::add_timer` on worker 0: the heap's new earliest deadline, fence, then
     /// whether the owner sleeps.
     fn add_timer(&self) {
-        self.next_timer.store(5, Release);
+        self.has_timer.store(true, Release);
         fence(SeqCst);
-        if self.park_deadline[0].load(SeqCst) != AWAKE {
+        if self.parked[0].load(SeqCst) {
             self.notifiers[0].notify();
         }
     }
@@ -185,7 +183,7 @@ impl Runtime {
     /// a notification found there is consumed, and passed on only if `w` is marked parked
     /// (`pass_on_notification`: an awake worker looks at everything before it sleeps).
     fn harvest_nested(&self, w: usize) {
-        if self.notifiers[w].take() && self.park_deadline[w].load(SeqCst) != AWAKE {
+        if self.notifiers[w].take() && self.parked[w].load(SeqCst) {
             self.notifiers[w].notify();
         }
     }
@@ -222,15 +220,15 @@ impl Runtime {
     /// `Worker::park` up to its wait, the wait, and the return to work. Returns whether the
     /// worker is searching afterwards.
     fn park(&self, me: usize, was_searching: bool) -> bool {
-        if self.idle.park(me, was_searching) && self.has_stealable_work() {
+        if self.idle.list_parked(me, was_searching) && self.has_stealable_work() {
             self.wake_idle();
         }
-        self.park_deadline[me].store(1, SeqCst);
+        self.parked[me].store(true, SeqCst);
         fence(SeqCst);
-        let timer_set = self.next_timer.load(Acquire) != NO_TIMER;
+        let timer_set = self.has_timer.load(Acquire);
         let work_arrived = must_stay_awake(ParkCheck {
             inbox: self.inbox.load(SeqCst) > 0,
-            handed: self.handed.load(SeqCst) > 0,
+            burst_share: self.burst_share.load(SeqCst) > 0,
             injector: self.injector.load(SeqCst) > 0,
             someone_searching: self.idle.anyone_searching(),
             woken: !self.idle.is_listed(me),
@@ -240,7 +238,7 @@ impl Runtime {
         if !work_arrived && !timer_set {
             self.notifiers[me].wait();
         }
-        self.park_deadline[me].store(AWAKE, SeqCst);
+        self.parked[me].store(false, SeqCst);
         self.idle.unpark_self(me)
     }
 
@@ -339,7 +337,7 @@ fn a_timer_set_while_the_owner_parks_is_seen() {
             let rt = rt.clone();
             thread::spawn(move || rt.add_timer())
         };
-        while rt.next_timer.load(Acquire) == NO_TIMER {
+        while !rt.has_timer.load(Acquire) {
             rt.park(0, false);
         }
         setter.join().unwrap();
@@ -373,7 +371,7 @@ fn run_push_at_parking_worker(push: fn(&Runtime)) {
         let rt = rt.clone();
         thread::spawn(move || push(&rt))
     };
-    while rt.inbox.load(SeqCst) == 0 && rt.handed.load(SeqCst) == 0 {
+    while rt.inbox.load(SeqCst) == 0 && rt.burst_share.load(SeqCst) == 0 {
         rt.park(0, false);
     }
     pusher.join().unwrap();
@@ -389,10 +387,10 @@ fn a_pinned_wake_while_the_owner_parks_is_seen() {
 }
 
 /// Jobs of a burst handed to a sibling that woke, missed them and is parking again: it sees
-/// its `handed` queue before sleeping, or is notified.
+/// its `burst_share` queue before sleeping, or is notified.
 #[test]
 fn a_burst_handed_to_a_parking_sibling_is_seen() {
     crate::sync::model("park: a burst handed to a sibling as it parks", || {
-        run_push_at_parking_worker(|rt| rt.push_at_worker_0(&rt.handed))
+        run_push_at_parking_worker(|rt| rt.push_at_worker_0(&rt.burst_share))
     });
 }

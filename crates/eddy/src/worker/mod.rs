@@ -17,13 +17,14 @@
 //!    last worker to go idle jumps the clock instead of sleeping (`clock`).
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
 //! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
-//!    counted separately, served alternately). What they schedule runs next cycle, so one
-//!    task that re-wakes itself cannot starve IO, timers or other tasks. Every 61 jobs the
-//!    worker also takes one job from the global injector (Go's and tokio's fairness rule)
-//!    and absorbs its pinned-task inbox; at most every 500 µs it also serves stuck
-//!    siblings' late timers and stranded IO, and steals from a sibling that stalled. If a
-//!    burst queued here woke a sibling that is not up yet, the newer half of a large queue
-//!    goes to that sibling first (`siblings`, "sharing a burst"); the rest runs here.
+//!    counted separately, taking turns: `run_order`). What they schedule runs next cycle, so
+//!    one task that re-wakes itself cannot starve IO, timers or other tasks. Every
+//!    `GLOBAL_QUEUE_INTERVAL` jobs the worker also takes one job from the global injector
+//!    (Go's and tokio's fairness rule) and absorbs its pinned-task inbox; at most every
+//!    `SIBLING_LOOK_INTERVAL` it also serves stuck siblings' late timers and stranded IO, and
+//!    steals from a sibling that stalled. If a burst queued here woke a sibling that is not
+//!    up yet, the newer half of a large queue goes to that sibling first (`siblings`,
+//!    "sharing a burst"); the rest runs here.
 //!
 //! Invariants:
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
@@ -34,10 +35,11 @@
 
 pub(crate) mod handoff;
 pub(crate) mod idle;
+mod io_pace;
 #[cfg(all(test, eddy_loom))]
 mod loom_models;
 pub(crate) mod monitor;
-mod pace;
+mod run_order;
 pub(crate) mod schedule;
 pub(crate) mod shared;
 mod siblings;
@@ -61,16 +63,16 @@ use crate::contextvar;
 use crate::exception::ExceptionContext;
 use crate::hooks::ThreadHooks;
 use crate::job::Job;
-use crate::job::Work;
+use crate::job::UnpackedJob;
 use crate::reactor::epoll::RawEvents;
-use crate::reactor::Fired;
+use crate::reactor::EventActions;
 use crate::task::{Runnable, TaskId};
 use crate::timer::TimerAction;
-use pace::IoPace;
-use shared::{Shared, WorkerSlot, AWAKE};
-
-/// Jobs between two looks at the global injector (a prime, as in Go and tokio).
-const GLOBAL_QUEUE_INTERVAL: u32 = 61;
+use io_pace::IoPace;
+#[cfg(doc)]
+use run_order::GLOBAL_QUEUE_INTERVAL;
+use run_order::{MaintenanceRhythm, RunOrder, Source};
+use shared::{Shared, WorkerSlot};
 
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
 const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
@@ -108,7 +110,7 @@ struct ParkCheck {
     /// Its pinned inbox holds wakes.
     inbox: bool,
     /// A sibling handed it part of a burst.
-    handed: bool,
+    burst_share: bool,
     /// The global injector holds jobs.
     injector: bool,
     /// Some worker searches for work (and so will take the injector's).
@@ -127,7 +129,23 @@ struct ParkCheck {
 /// the workers already do) would otherwise spin through its loop until the searcher got
 /// there.
 fn must_stay_awake(c: ParkCheck) -> bool {
-    c.inbox || c.handed || (c.injector && !c.someone_searching) || c.woken || c.closed
+    c.inbox || c.burst_share || (c.injector && !c.someone_searching) || c.woken || c.closed
+}
+
+/// The earlier of two optional deadlines (`None`: no deadline).
+fn earlier(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    a.into_iter().chain(b).min()
+}
+
+/// Queued jobs from which on a push wakes a sibling (if nobody searches): one job is this
+/// worker's own next step (a woken partner, an IO wake-up), and waking a sibling to steal it
+/// would only add a cross-CPU round trip; a second one is work a sibling can take.
+const SURPLUS_JOBS: usize = 2;
+
+/// Whether `queued` jobs on a worker's ready queue, after a push, are worth waking a sibling
+/// for.
+fn is_surplus(queued: usize) -> bool {
+    queued >= SURPLUS_JOBS
 }
 
 /// After a harvest of sibling `w`'s epoll consumed a notification meant for it: pass it on
@@ -151,8 +169,8 @@ pub(crate) struct Worker {
     ready: crossbeam_deque::Worker<Job>,
     /// Ready pinned (`spawn_local`) tasks: never stolen.
     pinned: RefCell<VecDeque<Runnable>>,
-    /// Jobs run so far; drives the every-61 maintenance.
-    tick: Cell<u32>,
+    /// When the next maintenance is due.
+    rhythm: Cell<MaintenanceRhythm>,
     /// Whether this worker counts as searching in `Idle`.
     searching: Cell<bool>,
     /// xorshift state for choosing the first victim.
@@ -161,23 +179,23 @@ pub(crate) struct Worker {
     /// Scratch buffer for due timers, reused across cycles.
     due: RefCell<Vec<TimerAction>>,
     /// Set while IO events are being dispatched: pushes do not wake siblings.
-    quiet: Cell<bool>,
+    dispatching_io: Cell<bool>,
     /// IO events queued jobs during this cycle (see `stop_searching`).
     queued_io: Cell<bool>,
-    /// The pace of jobs in cycles that harvested IO (`pace`).
+    /// The pace of jobs in cycles that harvested IO (`io_pace`).
     io_pace: Cell<IoPace>,
     /// When this worker last woke from a park.
     awake_since: Cell<Instant>,
     /// When a host may next look at its guests' epolls (`handoff`; timer-heap nanoseconds).
     next_guest_check: Cell<u64>,
     /// Jobs each sibling had run at our last look, to spot one that stalled.
-    sibling_progress: RefCell<Vec<u64>>,
+    sibling_progress: RefCell<Vec<Option<u64>>>,
     /// When a busy worker may next look after its siblings (see `siblings`).
     next_sibling_look: Cell<Instant>,
     /// The sibling that `push_local` woke for surplus work since our last phase 4.
-    helper: Cell<Option<usize>>,
+    woken_for_surplus: Cell<Option<usize>>,
     /// The sibling we last handed part of a burst to (`siblings`), until we are idle.
-    shared_with: Cell<Option<usize>>,
+    burst_shared_with: Cell<Option<usize>>,
 }
 
 impl Worker {
@@ -192,20 +210,20 @@ impl Worker {
             shared,
             ready,
             pinned: RefCell::new(VecDeque::new()),
-            tick: Cell::new(0),
+            rhythm: Cell::new(MaintenanceRhythm::default()),
             searching: Cell::new(false),
             rng: Cell::new(0x9E37_79B9_7F4A_7C15 ^ (index as u64 + 1)),
             events: RefCell::new(RawEvents::new()),
             due: RefCell::new(Vec::new()),
-            quiet: Cell::new(false),
+            dispatching_io: Cell::new(false),
             queued_io: Cell::new(false),
             io_pace: Cell::new(IoPace::default()),
             awake_since: Cell::new(Instant::now()),
             next_guest_check: Cell::new(0),
             sibling_progress: RefCell::new(Vec::new()),
             next_sibling_look: Cell::new(Instant::now()),
-            helper: Cell::new(None),
-            shared_with: Cell::new(None),
+            woken_for_surplus: Cell::new(None),
+            burst_shared_with: Cell::new(None),
         }
     }
 
@@ -230,19 +248,16 @@ impl Worker {
     #[inline]
     pub(crate) fn push_local(&self, job: Job) {
         self.ready.push(job);
-        if self.quiet.get() {
+        if self.dispatching_io.get() {
             return;
         }
-        // One job is this worker's own next step (a woken partner, an IO wake-up); waking a
-        // sibling to steal it would only add a cross-CPU round trip (~100 µs here). Surplus
-        // work, two jobs or more, is worth a sibling.
-        if self.ready.len() > 1 {
-            // The push, then the idle state: a parking sibling does the reverse (`Idle::park`,
+        if is_surplus(self.ready.len()) {
+            // The push, then the idle state: a parking sibling does the reverse (`Idle::list_parked`,
             // then its queue checks), so one of us sees the other.
             atomic::fence(SeqCst);
             if self.shared.idle.should_wake() {
                 if let Some(woken) = self.wake_sibling() {
-                    self.helper.set(Some(woken));
+                    self.woken_for_surplus.set(Some(woken));
                 }
             }
         }
@@ -291,7 +306,7 @@ impl Worker {
         self.queued_io.set(false);
         // Phase 1: tidy the timer heap (no lock, no clock read when it is empty).
         let timers = &self.slot().timers;
-        let next_timer = if timers.next_deadline_nanos() == u64::MAX {
+        let next_timer = if timers.next_deadline_nanos().is_none() {
             None
         } else {
             timers.tidy()
@@ -301,7 +316,7 @@ impl Worker {
         self.take_inbox();
         let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
-            self.poll_io_nonblocking();
+            self.harvest_without_waiting();
         } else if !self.rescue_stuck_siblings()
             && !self.reclaim_unclaimed_share()
             && !self.find_work()
@@ -318,7 +333,7 @@ impl Worker {
         if self.has_ready() {
             self.stop_searching();
         }
-        self.share_burst_with_helper();
+        self.share_burst_with_woken_sibling();
         // Timed only in IO cycles, whose harvest costs far more than two clock reads.
         let started = self.queued_io.get().then(Instant::now);
         let jobs = self.run_ready();
@@ -339,40 +354,53 @@ impl Worker {
     }
 
     /// Harvests IO without blocking (one `epoll_wait`), if this worker has IO sources.
-    fn poll_io_nonblocking(&self) {
+    fn harvest_without_waiting(&self) {
         let slot = self.slot();
         if !slot.has_io() {
             return;
         }
         slot.reactor.note_polled(slot.timers.nanos(Instant::now()));
-        let mut fired = Fired::default();
-        self.harvest(slot, Some(Duration::ZERO), &mut fired);
-        self.run_fired(fired);
+        let mut actions = EventActions::default();
+        self.harvest(slot, Some(Duration::ZERO), &mut actions);
+        self.run_event_actions(actions);
     }
 
-    /// One harvest of `slot`'s poller (ours or a stuck sibling's) into `fired`, counted on
+    /// One harvest of `slot`'s poller (ours or a stuck sibling's) into `actions`, counted on
     /// our metrics, followed by one of each guest epoll nested in it that reported events.
     /// True if `slot`'s own notifier fired.
-    fn harvest(&self, slot: &WorkerSlot, timeout: Option<Duration>, fired: &mut Fired) -> bool {
-        let notified = self.harvest_one(slot, timeout, fired);
+    fn harvest(
+        &self,
+        slot: &WorkerSlot,
+        timeout: Option<Duration>,
+        actions: &mut EventActions,
+    ) -> bool {
+        let notified = self.harvest_poller(slot, timeout, actions);
         // One level: a guest's epoll holds no nested epoll, except for a moment after a
         // guest took its epoll back and became a host itself. Entries its harvest reports
         // then are dropped below; being level-triggered, they are reported again to whoever
         // waits on that epoll.
-        let guests = std::mem::take(&mut fired.nested);
+        let guests = std::mem::take(&mut actions.nested);
         for &g in &guests {
             let guest = &self.shared.workers[g];
-            if self.harvest_one(guest, Some(Duration::ZERO), fired) {
+            if self.harvest_poller(guest, Some(Duration::ZERO), actions) {
                 pass_on_notification(guest);
             }
         }
-        fired.nested.clear();
+        actions.nested.clear();
         notified
     }
 
-    fn harvest_one(&self, slot: &WorkerSlot, timeout: Option<Duration>, fired: &mut Fired) -> bool {
+    fn harvest_poller(
+        &self,
+        slot: &WorkerSlot,
+        timeout: Option<Duration>,
+        actions: &mut EventActions,
+    ) -> bool {
         let mut raw = self.events.borrow_mut();
-        match slot.reactor.harvest(&slot.poller, &mut raw, timeout, fired) {
+        match slot
+            .reactor
+            .harvest(&slot.poller, &mut raw, timeout, actions)
+        {
             Ok(h) => {
                 self.slot().counters.io_events.add(h.events as u64);
                 h.notified
@@ -390,31 +418,31 @@ impl Worker {
     /// are registered with this worker, so they are best run here, and a sibling stealing
     /// them only bounces them between workers (each episode costs a park and a wake, seven
     /// system calls). Only a backlog (`io_backlog_is_surplus`) calls for a sibling.
-    fn run_fired(&self, fired: Fired) {
-        if fired.wakers.is_empty() && fired.callbacks.is_empty() {
+    fn run_event_actions(&self, actions: EventActions) {
+        if actions.wakers.is_empty() && actions.callbacks.is_empty() {
             return;
         }
         self.queued_io.set(true);
-        self.quiet.set(true);
+        self.dispatching_io.set(true);
         let handler = &self.shared.handler;
-        for waker in fired.wakers {
+        for waker in actions.wakers {
             handler.contain("Exception in a waker woken by IO readiness", || {
                 waker.wake()
             });
         }
-        for due in fired.callbacks {
+        for due in actions.callbacks {
             let location = due.location;
             let cell = Callback::new(move || due.run(), location);
             self.push_local(Job::from(cell));
         }
-        self.quiet.set(false);
+        self.dispatching_io.set(false);
         if self.io_backlog_is_surplus() && self.shared.idle.should_wake() {
             self.wake_sibling();
         }
     }
 
     /// Whether the jobs queued here after an IO harvest are more than this worker should run
-    /// alone (`pace`).
+    /// alone (`io_pace`).
     fn io_backlog_is_surplus(&self) -> bool {
         let awake_for = self.awake_since.get().elapsed();
         self.io_pace
@@ -443,8 +471,8 @@ impl Worker {
     /// the share of a burst that a sibling gave us when it woke us (`siblings`).
     fn take_inbox(&self) {
         let slot = self.slot();
-        if !slot.handed.is_empty() {
-            self.take_handed(&slot.handed);
+        if !slot.burst_share.is_empty() {
+            self.take_burst_share(&slot.burst_share);
         }
         let inbox = &slot.inbox;
         if inbox.is_empty() {
@@ -472,7 +500,7 @@ impl Worker {
             }
             self.searching.set(true);
         }
-        self.steal_from_siblings() || self.steal_from_injector() || self.steal_io()
+        self.steal_from_siblings() || self.steal_from_injector() || self.harvest_awake_siblings()
     }
 
     fn steal_from_injector(&self) -> bool {
@@ -489,7 +517,7 @@ impl Worker {
         if !self.searching.replace(false) || !self.shared.idle.stop_searching() {
             return;
         }
-        // Jobs that IO queued here are this worker's next steps, as in `run_fired`: only a
+        // Jobs that IO queued here are this worker's next steps, as in `run_event_actions`: only a
         // backlog of them is surplus. (Counting every pair as surplus made a server's two
         // workers wake each other thousands of times a second.)
         let surplus = if self.queued_io.get() {
@@ -521,64 +549,60 @@ impl Worker {
         let paused = shared.clock.is_paused();
         let was_searching = self.searching.replace(false);
         if !self.is_spare
-            && shared.idle.park(self.index, was_searching)
+            && shared.idle.list_parked(self.index, was_searching)
             && shared.has_stealable_work()
         {
             // We were the last searcher and work arrived meanwhile: make sure someone looks.
             shared.wake_idle();
         }
-        let mut deadline = match next_timer {
-            Some(t) if !paused => slot.timers.nanos(t),
-            _ => u64::MAX,
-        };
-        slot.park_deadline.store(deadline.max(1), SeqCst);
-        // Pushers store, fence, then read `park_deadline`; we store it, fence, then read what
-        // they push (timer heaps, queues): one of us sees the other.
+        let mut deadline = next_timer.map(|t| slot.timers.nanos(t));
+        slot.mark_parked();
+        // See `mark_parked`: after the fence, whatever a pusher that saw us awake pushed is
+        // visible to the reads below.
         atomic::fence(SeqCst);
         // A timer pushed onto our heap after phase 1 saw us awake and did not notify us.
-        deadline = deadline.min(slot.timers.next_deadline_nanos());
+        deadline = earlier(deadline, slot.timers.next_deadline_nanos());
         // The timers of siblings we rescue from a long job are ours to fire on time.
         if !paused && slot.hosted.load(SeqCst) != 0 {
             for w in shared.workers.iter().filter(|w| self.rescues(w)) {
-                deadline = deadline.min(w.timers.next_deadline_nanos());
+                deadline = earlier(deadline, w.timers.next_deadline_nanos());
             }
         }
         // Work pushed at us while we decided to sleep: its pusher may have seen us awake.
         let work_arrived = must_stay_awake(ParkCheck {
             inbox: !slot.inbox.is_empty(),
-            handed: !slot.handed.is_empty(),
+            burst_share: !slot.burst_share.is_empty(),
             injector: !shared.injector.is_empty(),
             someone_searching: shared.idle.anyone_searching(),
             woken: !self.is_spare && !shared.idle.is_listed(self.index),
             closed: shared.is_closed(),
         });
-        let mut fired = Fired::default();
+        let mut actions = EventActions::default();
         let time_jumped = !work_arrived && paused && self.auto_advance();
         if !work_arrived && !time_jumped {
-            let timeout = if paused || deadline == u64::MAX {
-                None
-            } else {
+            // With a paused clock, timers are due when a jump makes them so, not with time.
+            let timeout = deadline.filter(|_| !paused).map(|deadline| {
                 let now = slot.timers.nanos(shared.clock.now());
-                Some(Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK))
-            };
-            fired = self.wait_for_events(timeout);
+                Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_PARK)
+            });
+            actions = self.wait_and_harvest(timeout);
         } else {
             // Counted as parked until `unpark_self`: a sibling deciding a jump must know.
             shared.clock.note_wake();
         }
-        slot.park_deadline.store(AWAKE, SeqCst);
+        slot.mark_awake();
         if !self.is_spare && shared.idle.unpark_self(self.index) {
             // Someone woke us on purpose and counted us as searching.
             self.searching.set(true);
         }
-        self.run_fired(fired);
+        self.run_event_actions(actions);
         // After `unpark_self`: the monitor decides to sleep by "every worker is parked".
         shared.monitor.worker_awake();
     }
 
     /// Blocks in our poller; returns what it reported, for the caller to dispatch once it is
     /// off the parked list (a push made while still on it could wake this very worker).
-    fn wait_for_events(&self, timeout: Option<Duration>) -> Fired {
+    fn wait_and_harvest(&self, timeout: Option<Duration>) -> EventActions {
         let slot = self.slot();
         let counters = &slot.counters;
         let parked_at = Instant::now();
@@ -586,22 +610,22 @@ impl Worker {
         // `busy_time`.
         counters.park_begins(parked_at);
         counters.parks.add(1);
-        let mut fired = Fired::default();
+        let mut actions = EventActions::default();
         // Asleep as a sibling's guest, our epoll still has to be harvested once on waking.
         let timeout = if self.park_as_guest(timeout) {
             Some(Duration::ZERO)
         } else {
             timeout
         };
-        self.harvest(slot, timeout, &mut fired);
+        self.harvest(slot, timeout, &mut actions);
         self.shared.clock.note_wake();
         let woke_at = Instant::now();
         self.awake_since.set(woke_at);
         counters.park_ends(parked_at, woke_at);
         counters.wakeups.add(1);
-        slot.park_deadline.store(AWAKE, SeqCst);
+        slot.mark_awake();
         slot.reactor.note_polled(slot.timers.nanos(woke_at));
-        fired
+        actions
     }
 
     /// Paused clock: if every worker is idle with nothing queued, the blocking pool has
@@ -610,32 +634,34 @@ impl Worker {
     /// clock moved (we must not sleep then).
     fn auto_advance(&self) -> bool {
         let shared = &*self.shared;
-        let mut earliest = u64::MAX;
+        let mut earliest = None;
         let jumped = shared.clock.jump_if_quiet(|| {
             let quiet = shared.every_loop_parked()
                 && shared.blocking.is_idle()
                 && shared.block_ons_awake.load(SeqCst) == 0
                 && shared.injector.is_empty()
-                && shared
-                    .workers
-                    .iter()
-                    .all(|w| w.inbox.is_empty() && w.stealer.is_empty() && w.handed.is_empty());
+                && shared.workers.iter().all(|w| {
+                    w.inbox.is_empty() && w.stealer.is_empty() && w.burst_share.is_empty()
+                });
             if !quiet {
                 return None;
             }
             earliest = shared
                 .workers
                 .iter()
-                .map(|w| w.timers.next_deadline_nanos())
-                .min()
-                .unwrap_or(u64::MAX);
-            (earliest != u64::MAX).then(|| self.slot().timers.instant_of(earliest))
+                .filter_map(|w| w.timers.next_deadline_nanos())
+                .min();
+            earliest.map(|nanos| self.slot().timers.instant_of(nanos))
         });
-        if !jumped {
+        let Some(earliest) = earliest.filter(|_| jumped) else {
             return false;
-        }
+        };
         for (i, w) in shared.workers.iter().enumerate() {
-            if i != self.index && w.timers.next_deadline_nanos() <= earliest {
+            if i != self.index
+                && w.timers
+                    .next_deadline_nanos()
+                    .is_some_and(|d| d <= earliest)
+            {
                 w.notify();
             }
         }
@@ -646,7 +672,7 @@ impl Worker {
 
     fn fire_due_timers(&self) {
         let timers = &self.slot().timers;
-        if timers.next_deadline_nanos() == u64::MAX {
+        if timers.next_deadline_nanos().is_none() {
             return;
         }
         let mut due = std::mem::take(&mut *self.due.borrow_mut());
@@ -674,36 +700,29 @@ impl Worker {
 
     // ----- phase 4: running ---------------------------------------------------------------
 
-    /// Runs the jobs that are ready now; returns how many ran.
+    /// Runs the jobs that are ready now, in [`RunOrder`]; returns how many ran.
     fn run_ready(&self) -> usize {
-        // Counted per queue: a pinned task that wakes itself goes back to `pinned` and must
-        // not run again (and again) ahead of the stealable jobs that were already waiting.
-        let mut pinned_left = self.pinned.borrow().len();
-        let mut ready_left = self.ready.len();
+        let mut order = RunOrder::new(self.pinned.borrow().len(), self.ready.len());
         let mut ran = 0;
-        while pinned_left + ready_left > 0 {
+        while let Some(source) = order.next() {
             if self.shared.is_closed() {
                 return ran;
             }
             // Before taking our next job, not after: `maintenance` may run a job from the
             // injector, and one that blocks for long must not strand a job we took out of the
             // ready queue, where siblings can no longer steal it.
-            let tick = self.tick.get().wrapping_add(1);
-            self.tick.set(tick);
-            if tick % GLOBAL_QUEUE_INTERVAL == 0 {
+            if self.maintenance_due() {
                 self.maintenance();
             }
-            let job = if pinned_left > 0 && (ready_left == 0 || self.tick.get() % 2 == 0) {
-                pinned_left -= 1;
-                self.pinned.borrow_mut().pop_front().map(Job::from)
-            } else {
-                ready_left -= 1;
-                // A sibling may have stolen what we counted.
-                let job = self.ready.pop();
-                if job.is_none() {
-                    ready_left = 0;
+            let job = match source {
+                Source::Pinned => self.pinned.borrow_mut().pop_front().map(Job::from),
+                Source::Ready => {
+                    let job = self.ready.pop();
+                    if job.is_none() {
+                        order.ready_ran_out();
+                    }
+                    job
                 }
-                job
             };
             let Some(job) = job else { continue };
             self.run_job(job);
@@ -713,7 +732,15 @@ impl Worker {
         ran
     }
 
-    /// Every 61 jobs: one job from the injector (so it is never starved by a busy local
+    /// Counts a job about to run; true if a maintenance comes first (`MaintenanceRhythm`).
+    fn maintenance_due(&self) -> bool {
+        let mut rhythm = self.rhythm.get();
+        let due = rhythm.maintenance_before_next_job();
+        self.rhythm.set(rhythm);
+        due
+    }
+
+    /// Every [`GLOBAL_QUEUE_INTERVAL`] jobs: one job from the injector (so it is never starved by a busy local
     /// queue), the pinned inbox, and (at most every `SIBLING_LOOK_INTERVAL`) late sibling
     /// timers, stranded sibling IO and half the queue of a sibling that stalled.
     fn maintenance(&self) {
@@ -733,8 +760,8 @@ impl Worker {
 
     fn run_job(&self, job: Job) {
         let start = self.shared.config.debug.then(Instant::now);
-        match job.into_work() {
-            Work::Task(runnable) => {
+        match job.unpack() {
+            UnpackedJob::Task(runnable) => {
                 // Read before the poll, which may free the task; only in debug mode, as the
                 // id and location sit in the cell's cold bytes (`raw::Header`).
                 let named = start.map(|start| {
@@ -748,7 +775,7 @@ impl Worker {
                     self.report_if_slow(start, "task", location, Some(id));
                 }
             }
-            Work::Callback(cb) => {
+            UnpackedJob::Callback(cb) => {
                 if cb.cancelled() {
                     return;
                 }
@@ -797,8 +824,8 @@ impl Worker {
     /// inbox) arrives within moments. Only after `PINNED_DRAIN_LIMIT` do we give up on
     /// stragglers (`Shared::schedule_pinned` then leaks them rather than drop a `!Send` future
     /// on a foreign thread). One more drain after publishing `exited` catches every push to
-    /// our inbox or `handed` queue that did not see the flag (`Shared::schedule_pinned` and
-    /// `share_burst_with_helper` hold the other half of this handshake).
+    /// our inbox or `burst_share` queue that did not see the flag (`Shared::schedule_pinned` and
+    /// `share_burst_with_woken_sibling` hold the other half of this handshake).
     fn drain_on_exit(&self) {
         let owner = Some(self.index as u32);
         let registry = &self.shared.registry;
@@ -826,7 +853,7 @@ impl Worker {
     /// only drop their futures) until nothing is left.
     fn drain_owned(&self) {
         loop {
-            // First: what the inbox and `handed` hold lands in the queues emptied below.
+            // First: what the inbox and `burst_share` hold lands in the queues emptied below.
             self.take_inbox();
             let mut did_something = false;
             while let Some(job) = self.ready.pop() {

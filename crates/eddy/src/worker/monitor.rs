@@ -8,8 +8,8 @@
 //! per wait, the eventfd write, the timerfd; still two context switches now that a park is
 //! one `epoll_wait`) several thousand times a second on a busy server, which doubled eddy's
 //! server CPU per request. The monitor is one thread, and looks only as often as a look can
-//! help ([`MonitorPace`]): on our VMs each of its wake-ups costs about 30 µs of CPU, so
-//! looking every 250 µs would cost a tenth of a core.
+//! help ([`MonitorPace`]): each of its wake-ups costs tens of microseconds of CPU, so
+//! looking at every `WATCH_INTERVAL` all the time would cost a sizeable part of a core.
 //!
 //! * Once every worker is parked and none ran a cycle for a whole look, it sleeps on a
 //!   condition variable until one wakes up (a worker leaving its park checks one flag, and
@@ -34,7 +34,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::handoff::NO_HOST;
 use super::shared::{Shared, WorkerSlot};
 
 /// How often the monitor looks while it recently sent help: a stuck worker's IO then waits
@@ -260,7 +259,7 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
 /// Whether a dead worker still has something no sibling serves yet: queued jobs, or a
 /// timer heap and sockets that no sibling has adopted (nested its epoll) yet.
 fn needs_adopting(w: &WorkerSlot) -> bool {
-    !w.stealer.is_empty() || !w.handed.is_empty() || w.io_host.load(Ordering::SeqCst) == NO_HOST
+    !w.stealer.is_empty() || !w.burst_share.is_empty() || w.io_host.get().is_none()
 }
 
 #[cfg(test)]

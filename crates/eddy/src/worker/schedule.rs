@@ -6,7 +6,7 @@
 //!
 //! | submitter                    | goes to                        | wakes                      |
 //! |------------------------------|--------------------------------|----------------------------|
-//! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches; if that sibling is not up when the burst is about to run, the newer half goes to its `handed` queue |
+//! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches; if that sibling is not up when the burst is about to run, the newer half goes to its `burst_share` queue |
 //! | any other thread             | the `Injector`                 | one parked worker, only if nobody searches |
 //! | waking a pinned task remotely| the owner's inbox              | the owner, if it is parked |
 //! | a timer that became earliest | that worker's heap             | the owner, if it is parked |
@@ -174,7 +174,7 @@ impl Shared {
             || self
                 .workers
                 .iter()
-                .any(|w| !w.stealer.is_empty() || !w.handed.is_empty())
+                .any(|w| !w.stealer.is_empty() || !w.burst_share.is_empty())
     }
 
     // ----- timers -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use polling::Poller;
 
-use super::handoff::{ParkFd, NO_HOST};
+use super::handoff::{IoHost, ParkFd};
 use super::idle::Idle;
 use super::monitor::MonitorState;
 use super::spare::Spares;
@@ -40,11 +40,9 @@ use crate::timer::{TimerAction, TimerQueue};
 
 /// How long past its deadline a timer may wait for its own (busy) worker before a sibling
 /// fires it. Siblings check about this often while a worker is busy, which bounds the
-/// lateness of timers on a stuck worker to a few milliseconds (the brief asks for ~10 ms).
+/// lateness of timers on a stuck worker to a few milliseconds, well inside the 10 ms the
+/// design asks for.
 pub(crate) const STUCK_TIMER_GRACE: Duration = Duration::from_millis(2);
-
-/// `WorkerSlot::park_deadline` of a worker that is awake.
-pub(crate) const AWAKE: u64 = 0;
 
 /// Settings fixed at build time.
 #[derive(Debug, Clone)]
@@ -67,10 +65,10 @@ pub(crate) struct WorkerSlot {
     /// Fresh jobs of a burst that a sibling woke this worker for and handed over before it
     /// was up (`worker::siblings`): the owner takes them first thing, idle siblings may
     /// steal them like the ready queue.
-    pub(crate) handed: Injector<Job>,
-    /// `AWAKE`, or (while parked) the deadline it sleeps until in the timer heaps' nanosecond
-    /// scale, `u64::MAX` for "until notified".
-    pub(crate) park_deadline: AtomicU64,
+    pub(crate) burst_share: Injector<Job>,
+    /// Set from just before the worker's last look at its queues until it is awake again:
+    /// a pusher that sees it clear knows the worker will see the push without a notification.
+    parked: AtomicBool,
     /// What the worker counts about itself (metrics); written by that worker only.
     pub(crate) counters: CachePadded<WorkerCounters>,
     /// `_run_once` cycles completed; the monitor reads it to spot a worker stuck in one job.
@@ -86,10 +84,10 @@ pub(crate) struct WorkerSlot {
     pub(crate) fault: AtomicBool,
     /// What a worker parked as a guest sleeps on instead of its epoll (`worker::handoff`).
     pub(crate) park_fd: ParkFd,
-    /// The sibling whose epoll holds ours, or `NO_HOST`: while we sleep as its guest, or
+    /// The sibling whose epoll holds ours, if any: while we sleep as its guest, or
     /// from the moment it found us stalled in a long job until our next park
     /// (`worker::handoff`).
-    pub(crate) io_host: AtomicUsize,
+    pub(crate) io_host: IoHost,
     /// Set while the worker sleeps on `park_fd` as a guest: notifications go there then.
     pub(crate) guest_asleep: AtomicBool,
     /// How many siblings' epolls are nested in ours.
@@ -104,8 +102,8 @@ impl WorkerSlot {
             reactor: Reactor::new(),
             timers: Arc::new(TimerQueue::new(epoch)),
             inbox: Injector::new(),
-            handed: Injector::new(),
-            park_deadline: AtomicU64::new(AWAKE),
+            burst_share: Injector::new(),
+            parked: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             dead: AtomicBool::new(false),
             #[cfg(test)]
@@ -113,7 +111,7 @@ impl WorkerSlot {
             cycles: AtomicU64::new(0),
             counters: CachePadded::new(WorkerCounters::new()),
             park_fd: ParkFd::new()?,
-            io_host: AtomicUsize::new(NO_HOST),
+            io_host: IoHost::none(),
             guest_asleep: AtomicBool::new(false),
             hosted: AtomicUsize::new(0),
         })
@@ -134,8 +132,8 @@ impl WorkerSlot {
     /// timers, or IO sources (its own or its guests').
     pub(crate) fn has_pending_work(&self) -> bool {
         !self.stealer.is_empty()
-            || !self.handed.is_empty()
-            || self.timers.next_deadline_nanos() != u64::MAX
+            || !self.burst_share.is_empty()
+            || self.timers.next_deadline_nanos().is_some()
             || self.has_io()
     }
 
@@ -146,7 +144,19 @@ impl WorkerSlot {
     }
 
     pub(crate) fn is_parked(&self) -> bool {
-        self.park_deadline.load(Ordering::SeqCst) != AWAKE
+        self.parked.load(Ordering::SeqCst)
+    }
+
+    /// The worker is about to look at its queues one last time before it sleeps. Pushers
+    /// store, fence, then read `parked`; the worker stores it, fences, then reads what they
+    /// push (timer heaps, queues): one of the two sees the other.
+    pub(crate) fn mark_parked(&self) {
+        self.parked.store(true, Ordering::SeqCst);
+    }
+
+    /// The worker is awake: pushes reach it without a notification.
+    pub(crate) fn mark_awake(&self) {
+        self.parked.store(false, Ordering::SeqCst);
     }
 
     /// Wakes the worker from its park (or makes its next wait return at once): an eventfd
@@ -376,7 +386,7 @@ impl Shared {
         let slot = &self.workers[index];
         slot.dead.store(true, Ordering::SeqCst);
         slot.exited.store(true, Ordering::SeqCst);
-        slot.park_deadline.store(AWAKE, Ordering::SeqCst);
+        slot.mark_awake();
         if index < self.regular {
             self.idle.retire(index, was_searching);
         }
@@ -469,7 +479,7 @@ impl Shared {
             .filter(|w| w.dead.load(Ordering::SeqCst))
         {
             drain_queue(|| w.stealer.steal(), Job::discard);
-            drain_queue(|| w.handed.steal(), Job::discard);
+            drain_queue(|| w.burst_share.steal(), Job::discard);
             // Pinned tasks: their futures may not be dropped away from their (gone) thread.
             drain_queue(|| w.inbox.steal(), std::mem::forget);
         }

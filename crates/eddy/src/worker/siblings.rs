@@ -1,32 +1,34 @@
 //! Helping siblings: what one worker does for the others. Kept apart from the loop itself
 //! (`worker/mod.rs`) because none of it is needed to read `_run_once`; all of it is called
 //! from phase 2 (an idle worker, before it parks), from the start of phase 4, or from the
-//! every-61-jobs maintenance of phase 4 (a busy worker, rate-limited as below).
+//! maintenance of phase 4 (every `GLOBAL_QUEUE_INTERVAL` jobs of a busy worker, rate-limited
+//! as below).
 //!
-//! * **Sharing a burst** with the sibling it woke for it (`share_burst_with_helper`): when
-//!   jobs queued here woke a parked sibling (`Worker::push_local`) and that sibling is not
+//! * **Sharing a burst** with the sibling it woke for it (`share_burst_with_woken_sibling`):
+//!   when jobs queued here woke a parked sibling (`Worker::push_local`) and that sibling is not
 //!   up yet when phase 4 begins, the newer half of a large queue goes to the sibling's
-//!   `handed` queue. A woken thread needs 20-100 µs to run; left alone, this worker would
-//!   meanwhile have polled every task of the burst once, so whatever those first polls
-//!   allocate (a channel's waiter list, a buffer) would come from this thread's heap,
-//!   interleaved line by line with the memory of the tasks that stay here, and the half
-//!   the sibling then steals would share cache lines with them across CPUs for the rest of
-//!   its life. If we run out of work before the sibling is up, we take the share back
+//!   `burst_share` queue. A woken thread needs tens of microseconds to run; left alone, this
+//!   worker would meanwhile have polled every task of the burst once, so whatever those first
+//!   polls allocate (a channel's waiter list, a buffer) would come from this thread's heap,
+//!   interleaved line by line with the memory of the tasks that stay here, and the half the
+//!   sibling then steals would share cache lines with them across CPUs for the rest of its
+//!   life. If we run out of work before the sibling is up, we take the share back
 //!   (`reclaim_unclaimed_share`): no job waits on a slow wake-up while a worker idles.
 //!
 //! * **Stealing work** a sibling has queued: half its ready queue, either when we are idle
-//!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose cycle
-//!   counter has not moved since our previous look (`steal_from_stalled_siblings`).
+//!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose job
+//!   count has not moved since our previous look (`steal_from_stalled_siblings`).
 //! * **Taking IO** a sibling has not harvested: events waiting for an awake sibling when we
-//!   are idle (`steal_io`), or for any sibling that has not harvested for
+//!   are idle (`harvest_awake_siblings`), or for any sibling that has not harvested for
 //!   `reactor::STUCK_IO_GRACE` (`rescue_stranded_io`).
 //! * **Firing late timers** of a sibling stuck in a long job (`rescue_late_timers`).
 //!
 //! A busy worker looks at most every [`SIBLING_LOOK_INTERVAL`], not at every maintenance:
 //! each look reads cache lines its siblings write on every job (their queue ends, job
 //! counters, cycle counters), so it costs a cache miss here and another one on the
-//! sibling's next write. Looking every 61 jobs (a few µs apart when jobs are short) made
-//! workers that share nothing pay for each other; the graces it serves are milliseconds.
+//! sibling's next write. Looking at every maintenance (a few µs apart when jobs are short)
+//! would make workers that share nothing pay for each other; the graces it serves are
+//! milliseconds.
 //!
 //! Only this worker's thread calls these; they touch siblings only through what `Shared`
 //! shares on purpose (stealers, pollers and source tables, timer heaps with `try_lock`).
@@ -39,7 +41,7 @@ use crossbeam_deque::{Injector, Steal};
 use super::shared::{WorkerSlot, STUCK_TIMER_GRACE};
 use super::Worker;
 use crate::job::Job;
-use crate::reactor::{Fired, Reactor, STUCK_IO_GRACE};
+use crate::reactor::{EventActions, Reactor, STUCK_IO_GRACE};
 
 /// How often a busy worker looks after its siblings: well below the graces it serves
 /// (`STUCK_IO_GRACE`, `STUCK_TIMER_GRACE`), far above the time between maintenances.
@@ -59,6 +61,18 @@ fn should_share_burst(queued: usize, still_parked: bool) -> bool {
     still_parked && (BURST_TO_SHARE..=BURST_SHARE_MAX).contains(&queued)
 }
 
+/// Whether a sibling's timer heap, whose earliest deadline is `next_deadline`, is late
+/// enough at `now` (timer-heap nanoseconds) for us to fire its due timers: by
+/// `STUCK_TIMER_GRACE`, or at all if we `rescue` the sibling (it is known to be stuck).
+fn timers_are_late(next_deadline: Option<u64>, now: u64, rescued: bool) -> bool {
+    let grace = if rescued {
+        0
+    } else {
+        STUCK_TIMER_GRACE.as_nanos() as u64
+    };
+    next_deadline.is_some_and(|d| d.saturating_add(grace) <= now)
+}
+
 /// Repeats a steal that lost a race (`Retry`) until it succeeds or finds nothing.
 fn retry(mut steal: impl FnMut() -> Steal<()>) -> bool {
     loop {
@@ -76,7 +90,7 @@ impl Worker {
     /// while we sleep. The woken tasks run here; their sockets stay registered where they
     /// are, so the next event goes to whichever of us looks first, as with one shared
     /// driver. A parked sibling is left alone: its own wait is already harvesting.
-    pub(super) fn steal_io(&self) -> bool {
+    pub(super) fn harvest_awake_siblings(&self) -> bool {
         self.harvest_siblings(|w| !w.is_parked())
     }
 
@@ -99,7 +113,7 @@ impl Worker {
         let slot = &self.shared.workers[victim];
         let before = self.ready.len();
         let stole = retry(|| slot.stealer.steal_batch(&self.ready))
-            || retry(|| slot.handed.steal_batch(&self.ready));
+            || retry(|| slot.burst_share.steal_batch(&self.ready));
         if stole {
             let counters = &self.slot().counters;
             counters.steal_operations.add(1);
@@ -110,21 +124,21 @@ impl Worker {
         stole
     }
 
-    /// Moves every job of `handed` (ours or a sibling's) to our ready queue.
-    pub(super) fn take_handed(&self, handed: &Injector<Job>) {
-        while retry(|| handed.steal_batch(&self.ready)) {}
+    /// Moves every job of a `burst_share` queue (ours or a sibling's) to our ready queue.
+    pub(super) fn take_burst_share(&self, share: &Injector<Job>) {
+        while retry(|| share.steal_batch(&self.ready)) {}
     }
 
     /// Start of phase 4: if jobs queued here woke a sibling (`push_local`) that is not up
     /// yet, and `BURST_TO_SHARE` to `BURST_SHARE_MAX` jobs are ready, hands it the newer half
     /// of them (see the module notes for why). The older half runs here in order, as if the
     /// sibling had stolen the rest the moment the phase began: phase 4's rule holds.
-    pub(super) fn share_burst_with_helper(&self) {
-        let Some(helper) = self.helper.take() else {
+    pub(super) fn share_burst_with_woken_sibling(&self) {
+        let Some(sibling) = self.woken_for_surplus.take() else {
             return;
         };
         let queued = self.ready.len();
-        let slot = &self.shared.workers[helper];
+        let slot = &self.shared.workers[sibling];
         if !should_share_burst(queued, slot.is_parked()) || self.shared.is_closed() {
             return;
         }
@@ -138,40 +152,40 @@ impl Worker {
             self.ready.push(job);
         }
         for job in newer {
-            slot.handed.push(job);
+            slot.burst_share.push(job);
         }
         // The other half of `drain_on_exit`'s handshake: a sibling that already made its
         // last drain would strand these (and leak them: jobs point back to `Shared`).
         atomic::fence(SeqCst);
         if slot.exited.load(SeqCst) {
-            self.take_handed(&slot.handed);
+            self.take_burst_share(&slot.burst_share);
             return;
         }
-        self.shared_with.set(Some(helper));
+        self.burst_shared_with.set(Some(sibling));
         if slot.is_parked() {
             // Usually still on its way up (then this adds nothing to the pending wake-up);
             // but it may have woken, missed our push, and parked again. Its park checks
-            // `handed` after publishing that it parks, we check its park after pushing.
+            // `burst_share` after publishing that it parks, we check its park after pushing.
             slot.notify();
         }
     }
 
-    /// Phase 2, nothing ready: takes back what `share_burst_with_helper` handed to a
-    /// sibling that is still not up. An idle worker does not leave work waiting for a
-    /// sibling's wake-up (20-100 µs, a scheduler slice when the CPUs are oversubscribed), and
+    /// Phase 2, nothing ready: takes back what `share_burst_with_woken_sibling` handed to a
+    /// sibling that is still not up. An idle worker does not leave work waiting for a sibling's
+    /// wake-up (tens of microseconds, a scheduler slice when the CPUs are oversubscribed), and
     /// it may not search while the woken sibling counts as the searcher; the share pays off
     /// only while the older half keeps us busy, as a burst of long-lived tasks does. True if
     /// anything came back.
     pub(super) fn reclaim_unclaimed_share(&self) -> bool {
-        let Some(helper) = self.shared_with.take() else {
+        let Some(sibling) = self.burst_shared_with.take() else {
             return false;
         };
-        let slot = &self.shared.workers[helper];
+        let slot = &self.shared.workers[sibling];
         if !slot.is_parked() {
             return false; // It is up and takes them itself.
         }
         let before = self.ready.len();
-        self.take_handed(&slot.handed);
+        self.take_burst_share(&slot.burst_share);
         self.ready.len() > before
     }
 
@@ -239,17 +253,17 @@ impl Worker {
         if workers.len() == 1 {
             return false;
         }
-        let mut fired = Fired::default();
+        let mut actions = EventActions::default();
         for (i, w) in workers.iter().enumerate() {
             if i == self.index || !w.has_io() || !pick(w) {
                 continue;
             }
-            if self.harvest(w, Some(Duration::ZERO), &mut fired) {
+            if self.harvest(w, Some(Duration::ZERO), &mut actions) {
                 super::pass_on_notification(w);
             }
         }
-        let found = !fired.wakers.is_empty() || !fired.callbacks.is_empty();
-        self.run_fired(fired);
+        let found = !actions.wakers.is_empty() || !actions.callbacks.is_empty();
+        self.run_event_actions(actions);
         found
     }
 
@@ -261,13 +275,10 @@ impl Worker {
         }
         let now = self.shared.clock.now();
         let now_nanos = self.slot().timers.nanos(now);
-        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
         let mut due = std::mem::take(&mut *self.due.borrow_mut());
         for (i, w) in workers.iter().enumerate() {
-            // A sibling we rescue is known to be stuck: no grace.
-            let grace = if self.rescues(w) { 0 } else { grace };
-            if i != self.index && w.timers.next_deadline_nanos().saturating_add(grace) <= now_nanos
-            {
+            let late = timers_are_late(w.timers.next_deadline_nanos(), now_nanos, self.rescues(w));
+            if i != self.index && late {
                 w.timers.try_take_due(now, &mut due);
             }
         }
@@ -283,7 +294,7 @@ impl Worker {
     /// thread waits for a CPU. (Jobs, not `_run_once` cycles: one cycle of a
     /// busy worker runs thousands of jobs, and stealing from a worker that is merely busy
     /// only bounces tasks between caches.) With more runnable threads than cores a
-    /// preempted worker waits a whole scheduler slice (~3-4 ms here) for its next turn, and
+    /// preempted worker waits a whole scheduler slice for its next turn, and
     /// its queued tasks would wait with it, since only idle workers steal otherwise.
     fn steal_from_stalled_siblings(&self) {
         let workers = &self.shared.workers;
@@ -291,12 +302,12 @@ impl Worker {
             return;
         }
         let mut seen = self.sibling_progress.borrow_mut();
-        seen.resize(workers.len(), u64::MAX);
+        seen.resize(workers.len(), None);
         for (i, w) in workers.iter().enumerate() {
             let jobs = w.counters.tasks_polled.get() + w.counters.callbacks_run.get();
-            let stalled = jobs == seen[i];
-            seen[i] = jobs;
-            // Not its `handed` queue: a sibling that has just woken has not finished a
+            let stalled = seen[i] == Some(jobs);
+            seen[i] = Some(jobs);
+            // Not its `burst_share` queue: a sibling that has just woken has not finished a
             // cycle since our last look either, and is about to take those itself.
             if i != self.index && stalled && !w.is_parked() && !w.stealer.is_empty() {
                 self.steal_batch_from(i);
@@ -310,11 +321,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_burst_is_split_only_while_its_helper_is_still_waking_up() {
+    fn a_burst_is_split_only_while_the_woken_sibling_is_still_waking_up() {
         assert!(should_share_burst(32, true));
         assert!(
             !should_share_burst(32, false),
-            "a helper that is up steals for itself"
+            "a sibling that is up steals for itself"
+        );
+    }
+
+    #[test]
+    fn a_siblings_timers_are_late_after_the_grace_or_at_once_when_rescued() {
+        let grace = STUCK_TIMER_GRACE.as_nanos() as u64;
+        let due = 1_000_000;
+        assert!(!timers_are_late(None, u64::MAX, true), "no timers");
+        assert!(!timers_are_late(Some(due), due + grace - 1, false));
+        assert!(timers_are_late(Some(due), due + grace, false));
+        assert!(timers_are_late(Some(due), due, true), "rescued: no grace");
+        assert!(!timers_are_late(Some(due), due - 1, true), "not due yet");
+        assert!(
+            !timers_are_late(Some(u64::MAX - 1), u64::MAX - 1, false),
+            "no overflow"
         );
     }
 

@@ -64,7 +64,7 @@ fn a_worker_that_dies_is_counted_out_and_its_timers_adopted() {
     });
 }
 
-use super::{must_stay_awake, ParkCheck};
+use super::{earlier, is_surplus, must_stay_awake, ParkCheck, SURPLUS_JOBS};
 
 /// With nothing to do, every worker parks and the monitor sleeps until one wakes: an idle
 /// runtime costs no CPU (spare workers that never started do not count as awake).
@@ -129,7 +129,7 @@ fn work_pushed_at_this_worker_keeps_it_awake_whoever_searches() {
             ..ParkCheck::default()
         },
         ParkCheck {
-            handed: true,
+            burst_share: true,
             ..ParkCheck::default()
         },
         ParkCheck {
@@ -144,4 +144,20 @@ fn work_pushed_at_this_worker_keeps_it_awake_whoever_searches() {
         assert!(must_stay_awake(c) && must_stay_awake(searched), "{c:?}");
     }
     assert!(!must_stay_awake(ParkCheck::default()));
+}
+
+#[test]
+fn a_single_job_is_the_workers_own_next_step_a_second_is_surplus() {
+    assert!(!is_surplus(0));
+    assert!(!is_surplus(1), "one job: no sibling is woken for it");
+    assert!(is_surplus(SURPLUS_JOBS));
+    assert!(is_surplus(1000));
+}
+
+#[test]
+fn the_earlier_of_two_deadlines_ignores_a_missing_one() {
+    assert_eq!(earlier(None, None), None);
+    assert_eq!(earlier(Some(5), None), Some(5));
+    assert_eq!(earlier(None, Some(7)), Some(7));
+    assert_eq!(earlier(Some(9), Some(7)), Some(7));
 }
