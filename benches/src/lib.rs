@@ -11,6 +11,7 @@
 //! (`benches/benches/memory.rs`) because it installs a counting global allocator
 //! ([`counting`]) that would distort the timing benches.
 
+pub mod call_sites;
 pub mod counting;
 pub mod runtimes;
 pub mod server;

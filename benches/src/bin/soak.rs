@@ -42,7 +42,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use eddy_benches::counting::{live_bytes, Counting};
+use eddy_benches::call_sites::{self, LiveSites};
+use eddy_benches::counting::{live_bytes, Counting, LiveByClass, EXACT_CLASSES};
 use eddy_benches::Lcg;
 
 #[global_allocator]
@@ -131,6 +132,13 @@ fn main() -> io::Result<()> {
         ));
     }
 
+    // `--track-from BYTES`: record the call site of every allocation at least that large, and
+    // at the end print the sites whose live bytes grew after the warm-up (slow: a diagnosis,
+    // not the recorded run).
+    let track_from = arg("--track-from");
+    if let Some(min) = track_from {
+        call_sites::track_from(min as usize);
+    }
     let rt = eddy::Builder::new().workers(WORKERS).build()?;
     let counts = Arc::new(Counts::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -210,10 +218,15 @@ fn main() -> io::Result<()> {
     // One sample a second, on the second.
     let start = Instant::now();
     // Per second: [VmRSS, RssAnon, heap in use, live], in kB.
-    let mut samples: Vec<[u64; 4]> = Vec::new();
+    // Allocated in full now: a vector that doubled during the run would itself be growth.
+    let mut samples: Vec<[u64; 4]> = Vec::with_capacity(secs as usize);
     let mut threads_seen = threads()?;
     // Index of the first sample after the thread count last changed, if it did.
     let mut threads_changed_at = None;
+    // Live allocations by size class at the end of the warm-up, to show, once a minute, which
+    // sizes the program holds more of since then.
+    let mut live_at_warmup = None;
+    let mut sites_at_warmup = None;
     for s in 1..=secs {
         let due = start + Duration::from_secs(s);
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
@@ -232,6 +245,21 @@ fn main() -> io::Result<()> {
             rt.metrics().blocking_threads,
             counts.line()
         );
+        if s == warmup {
+            live_at_warmup = Some(LiveByClass::now());
+            if track_from.is_some() {
+                sites_at_warmup = Some(LiveSites::now());
+            }
+        }
+        if let Some(earlier) = live_at_warmup
+            .as_ref()
+            .filter(|_| s > warmup && s % 60 == 0)
+        {
+            println!(
+                "{s:>5} s  live growth since warm-up: {}",
+                growth_line(earlier)
+            );
+        }
     }
 
     // Stop the load, let every connection close, and count descriptors again.
@@ -297,11 +325,31 @@ fn main() -> io::Result<()> {
         );
     }
     println!("soak: fds {fds_before} before, {fds_after} after; {bad} bad echoes");
+    if let Some(earlier) = &sites_at_warmup {
+        println!("soak: call sites whose live bytes grew after the warm-up:");
+        LiveSites::now().report_growth(earlier, 12);
+    }
     let (_, _, anon_drift) = drift(1);
     drop(rt);
     let ok = anon_drift < MAX_DRIFT && fds_after == fds_before && bad == 0;
     println!("soak: {}", if ok { "PASS" } else { "FAIL" });
     std::process::exit(if ok { 0 } else { 1 });
+}
+
+/// The size classes whose live bytes grew most since `earlier`, as one line.
+fn growth_line(earlier: &LiveByClass) -> String {
+    let grown = LiveByClass::now().grown_since(earlier, 8);
+    if grown.is_empty() {
+        return "none".to_string();
+    }
+    grown
+        .iter()
+        .map(|&(size, count, bytes)| {
+            let range = if size < EXACT_CLASSES { "" } else { "+" };
+            format!("{size}{range} B: {count:+} ({bytes:+} B)")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The echo server: one task per connection, until the peer closes.
