@@ -20,7 +20,7 @@ use std::time::Duration;
 use parking_lot::{Condvar, Mutex};
 
 use crate::hooks::ThreadHooks;
-use crate::task::Runnable;
+use crate::task::{Runnable, Woken};
 use crate::worker::shared::Shared;
 
 /// The pool of one runtime.
@@ -86,8 +86,9 @@ impl BlockingPool {
     }
 
     /// Schedule function of blocking tasks.
-    pub(crate) fn schedule(runnable: Runnable) {
-        let shared = runnable.meta().shared.clone();
+    fn schedule(task: Woken<BlockingQueue>) {
+        let shared = task.host().clone();
+        let runnable = task.into_runnable();
         let pool = &shared.blocking;
         let mut state = pool.state.lock();
         if state.shutdown {
@@ -221,7 +222,9 @@ where
 struct BlockingQueue;
 
 impl crate::task::Queue for BlockingQueue {
-    fn schedule(runnable: Runnable) {
-        BlockingPool::schedule(runnable)
+    type Host = Arc<Shared>;
+
+    fn schedule(task: Woken<Self>) {
+        BlockingPool::schedule(task)
     }
 }

@@ -16,7 +16,7 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::sync::Arc;
 
-use crate::task::TaskId;
+use crate::task::id::TaskId;
 
 /// The type of a user exception handler.
 pub(crate) type HandlerFn = dyn Fn(&ExceptionContext) + Send + Sync + 'static;

@@ -129,7 +129,7 @@ mod tests {
 
     use super::{Job, UnpackedJob};
     use crate::callback::Callback;
-    use crate::task::{spawn_on, Queue, Runnable, TaskError};
+    use crate::task::{spawn_on, Queue, Runnable, TaskError, Woken};
     use crate::worker::shared::Shared;
 
     static SPAWNED: Mutex<Vec<Runnable>> = Mutex::new(Vec::new());
@@ -137,8 +137,10 @@ mod tests {
     struct Keep;
 
     impl Queue for Keep {
-        fn schedule(runnable: Runnable) {
-            SPAWNED.lock().unwrap().push(runnable);
+        type Host = Arc<Shared>;
+
+        fn schedule(task: Woken<Self>) {
+            SPAWNED.lock().unwrap().push(task.into_runnable());
         }
     }
 

@@ -20,25 +20,59 @@ use std::mem::ManuallyDrop;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::pin::Pin;
 use std::ptr::NonNull;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::contextvar::{self, Context as VarContext};
 use crate::exception::drop_payload;
+use crate::task::host::TaskHost;
 use crate::task::raw::{Header, JoinHandle, Runnable, VTable};
 use crate::task::{Task, TaskError, TaskMeta, TaskPanic};
-use crate::worker::shared::Shared;
 
 /// Where a task's runnables go when it is woken: the scheduler's policies (`worker::schedule`)
 /// and the blocking pool implement it.
-pub(crate) trait Queue: 'static {
-    fn schedule(runnable: Runnable);
+pub(crate) trait Queue: Sized + 'static {
+    /// The runtime its tasks belong to; each cell keeps one.
+    type Host: TaskHost + Clone;
+
+    /// Sends a woken task on its way.
+    fn schedule(task: Woken<Self>);
+}
+
+/// A woken task on its way to its queue: its runnable, and the host its cell keeps.
+pub(crate) struct Woken<Q: Queue> {
+    runnable: Runnable,
+    /// Inside the runnable's cell, which the runnable keeps alive.
+    host: NonNull<Q::Host>,
+}
+
+impl<Q: Queue> Woken<Q> {
+    /// The task's host. The borrow ends before the runnable can be given away (to a queue,
+    /// after which another thread may run the task to completion and free the cell): clone
+    /// the host first to use it after that.
+    pub(crate) fn host(&self) -> &Q::Host {
+        // SAFETY: `host` points into the cell that `runnable` keeps alive, and this borrow
+        // of `self` outlives neither.
+        unsafe { self.host.as_ref() }
+    }
+
+    /// The runnable, to look at before deciding where it goes.
+    pub(crate) fn runnable(&self) -> &Runnable {
+        &self.runnable
+    }
+
+    /// Gives up the host, keeping the runnable.
+    pub(crate) fn into_runnable(self) -> Runnable {
+        self.runnable
+    }
 }
 
 /// One task allocation (`#[repr(C)]`: the header comes first, see `raw::Header`).
 #[repr(C)]
-struct Cell<F: Future, Q> {
+struct Cell<F: Future, Q: Queue> {
     header: Header,
+    /// The runtime the task belongs to: read at every wake that leaves this thread, and at
+    /// every poll (has it stopped?).
+    host: Q::Host,
     /// `running` until the poll that finishes the task, `output` after it (until the output
     /// is taken or dropped). Which one is live follows from the state word (`raw`).
     stage: UnsafeCell<Stage<F>>,
@@ -61,15 +95,17 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         poll: Self::poll,
         take_output: Self::take_output,
         drop_output: Self::drop_output,
-        schedule: Q::schedule,
+        schedule: Self::schedule,
+        host: Self::host_of,
         dealloc: Self::dealloc,
     };
 
     /// Allocates a cell around `future`; the caller receives the references of
     /// `raw::Header::new` (a runnable, the handle and the registry's).
-    fn allocate(meta: TaskMeta, future: F) -> NonNull<Header> {
+    fn allocate(host: Q::Host, meta: TaskMeta, future: F) -> NonNull<Header> {
         let cell = Box::new(Cell::<F, Q> {
             header: Header::new(&Self::VTABLE, meta),
+            host,
             stage: UnsafeCell::new(Stage {
                 running: ManuallyDrop::new(Running {
                     future,
@@ -90,10 +126,27 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         unsafe { ptr.cast::<Self>().as_ref() }
     }
 
+    /// `VTable::schedule`: hands the runnable, with the host, to `Q`.
+    fn schedule(runnable: Runnable) {
+        // SAFETY: every runnable of this vtable is a cell of this type (`from_header`).
+        let cell = unsafe { Self::from_header(runnable.header()) };
+        let host = NonNull::from(&cell.host);
+        Q::schedule(Woken { runnable, host })
+    }
+
+    /// `VTable::host`: the host, for the type-erased paths.
+    unsafe fn host_of(ptr: NonNull<Header>) -> NonNull<dyn TaskHost> {
+        // SAFETY: see `from_header`.
+        let cell = unsafe { Self::from_header(ptr) };
+        NonNull::from(&cell.host as &dyn TaskHost)
+    }
+
     unsafe fn poll(ptr: NonNull<Header>, cx: &mut Context<'_>, stop: bool) -> Poll<()> {
         // SAFETY: see `from_header`.
         let cell = unsafe { Self::from_header(ptr) };
         let meta = &cell.header.meta;
+        let host = &cell.host;
+        let stop = stop || host.is_stopping();
         // SAFETY: the caller holds `RUNNING`, so the stage is ours, and it holds the future.
         let stage = unsafe { &mut *cell.stage.get() };
         let output = if stop {
@@ -112,18 +165,14 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
                 Ok(Poll::Pending) => return Poll::Pending,
                 Ok(Poll::Ready(value)) => Ok(value),
                 Err(payload) => {
-                    let panic = TaskPanic::new(
-                        &*payload,
-                        meta.id,
-                        meta.location,
-                        meta.shared.handler.clone(),
-                    );
+                    let panic =
+                        TaskPanic::new(&*payload, meta.id, meta.location, host.handler().clone());
                     drop_payload(payload);
                     Err(TaskError::Panicked(panic))
                 }
             }
         };
-        meta.shared.registry.unregister(ptr);
+        host.registry().unregister(ptr);
         // The future first, then its context, as the fields' order would drop them.
         // SAFETY: the stage still holds the running future and its context.
         let context = unsafe { stage.running.context.take() };
@@ -132,7 +181,7 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             unsafe { ManuallyDrop::drop(&mut stage.running) }
         }));
         if let Err(payload) = dropped {
-            meta.report_drop_panic(payload, "a task's future");
+            meta.report_drop_panic(host, payload, "a task's future");
         }
         // On a worker the release waits for the end of its cycle; elsewhere (or when it pays
         // for an older context, maybe another task's) it may drop values here, whose
@@ -140,7 +189,7 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         if let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| contextvar::release_later(context)))
         {
-            meta.shared.report_context_drop_panic(payload);
+            host.report_context_drop_panic(payload);
         }
         stage.output = ManuallyDrop::new(output);
         Poll::Ready(())
@@ -166,7 +215,7 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         if let Err(payload) = dropped {
             cell.header
                 .meta
-                .report_drop_panic(payload, "a task's output");
+                .report_drop_panic(&cell.host, payload, "a task's output");
         }
     }
 
@@ -179,9 +228,11 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
         // SAFETY: the last reference is gone (we are freeing the cell).
         if let Some(awaiter) = unsafe { cell.header.take_awaiter() } {
             if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(awaiter))) {
-                cell.header
-                    .meta
-                    .report_drop_panic(payload, "the waker awaiting a task");
+                cell.header.meta.report_drop_panic(
+                    &cell.host,
+                    payload,
+                    "the waker awaiting a task",
+                );
             }
         }
         if !cell.header.is_complete() {
@@ -195,15 +246,15 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
             if let Err(payload) = dropped {
                 cell.header
                     .meta
-                    .report_drop_panic(payload, "a task's future");
+                    .report_drop_panic(&cell.host, payload, "a task's future");
             }
         }
     }
 }
 
 /// Registers a new cell and schedules its first poll.
-fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
-    shared.registry.register(ptr, name);
+fn start<T>(host: &dyn TaskHost, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
+    host.registry().register(ptr, name);
     // SAFETY: a new header holds one reference and `SCHEDULED` for the first runnable, and
     // one reference and `HANDLE` for the join handle, and the output type is
     // `Result<T, TaskError>`: each side receives exactly what its constructor asks for.
@@ -214,7 +265,7 @@ fn start<T>(shared: &Shared, ptr: NonNull<Header>, name: Option<String>) -> Task
 
 /// Spawns a `Send` task whose wakes go to queue `Q` (the workers, or the blocking pool).
 pub(crate) fn spawn_on<F, Q>(
-    shared: &Arc<Shared>,
+    host: &Q::Host,
     future: F,
     location: &'static Location<'static>,
     name: Option<String>,
@@ -224,9 +275,13 @@ where
     F::Output: Send + 'static,
     Q: Queue,
 {
-    let meta = TaskMeta::new(shared.clone(), location, None, name.is_some());
+    let meta = TaskMeta::new(host.next_task_id(), location, None, name.is_some());
     // `F` and its output are `Send`, so the cell may be polled and dropped on any thread.
-    start(shared, Cell::<F, Q>::allocate(meta, future), name)
+    start(
+        host,
+        Cell::<F, Q>::allocate(host.clone(), meta, future),
+        name,
+    )
 }
 
 /// Spawns a task pinned to worker `owner` (the current thread), whose wakes go to queue `Q`.
@@ -235,7 +290,7 @@ where
 /// `owner`, the thread calling this function (`worker::schedule::Pinned` does).
 /// The output may be `!Send`: `Task<T>` is only `Send` when `T` is.
 pub(crate) fn spawn_pinned_on<F, Q>(
-    shared: &Arc<Shared>,
+    host: &Q::Host,
     owner: usize,
     future: F,
     location: &'static Location<'static>,
@@ -246,8 +301,17 @@ where
     F::Output: 'static,
     Q: Queue,
 {
-    let meta = TaskMeta::new(shared.clone(), location, Some(owner as u32), name.is_some());
-    start(shared, Cell::<F, Q>::allocate(meta, future), name)
+    let meta = TaskMeta::new(
+        host.next_task_id(),
+        location,
+        Some(owner as u32),
+        name.is_some(),
+    );
+    start(
+        host,
+        Cell::<F, Q>::allocate(host.clone(), meta, future),
+        name,
+    )
 }
 
 #[cfg(test)]
@@ -264,7 +328,7 @@ mod tests {
     use std::sync::{Arc, Mutex, MutexGuard};
     use std::task::{Context, Poll, Wake, Waker};
 
-    use super::{spawn_on, Queue};
+    use super::{spawn_on, Queue, Woken};
     use crate::task::{Runnable, Task, TaskError};
     use crate::worker::shared::Shared;
 
@@ -275,8 +339,10 @@ mod tests {
     struct Manual;
 
     impl Queue for Manual {
-        fn schedule(runnable: Runnable) {
-            QUEUE.lock().unwrap().push_back(runnable);
+        type Host = Arc<Shared>;
+
+        fn schedule(task: Woken<Self>) {
+            QUEUE.lock().unwrap().push_back(task.into_runnable());
         }
     }
 

@@ -26,6 +26,8 @@ mod dump;
 mod error;
 mod group;
 mod handle;
+pub(crate) mod host;
+pub(crate) mod id;
 mod join_set;
 pub(crate) mod raw;
 pub(crate) mod registry;
@@ -37,7 +39,6 @@ use std::fmt;
 use std::num::NonZeroU32;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 pub use builder::Builder;
@@ -45,40 +46,14 @@ pub use dump::{TaskInfo, TaskState};
 pub use error::{TaskError, TaskPanic};
 pub use group::{TaskFailure, TaskGroup, TaskGroupError};
 pub use handle::Task;
+pub use id::TaskId;
 pub use join_set::JoinSet;
 pub use yield_now::{yield_now, YieldNow};
 
 use crate::exception::ExceptionContext;
-use crate::worker::shared::Shared;
+use host::TaskHost;
 
 pub(crate) use raw::Runnable;
-
-/// A task's identity, unique within its runtime.
-///
-/// # Examples
-///
-/// ```
-/// let rt = eddy::Runtime::new()?;
-/// let a = rt.handle().spawn(async {});
-/// let b = rt.handle().spawn(async {});
-/// assert_ne!(a.id(), b.id());
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub struct TaskId(u64);
-
-impl TaskId {
-    /// The id as a number.
-    pub fn as_u64(self) -> u64 {
-        self.0
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "task {}", self.0)
-    }
-}
 
 /// What the runtime knows about a task, inside its header (`raw::Header`). Every field is
 /// paid by every task, pending ones included (docs/benchmarks.md, "memory"), so names live
@@ -92,7 +67,6 @@ pub(crate) struct TaskMeta {
     pub(crate) links: registry::Links,
     pub(crate) location: &'static Location<'static>,
     pub(crate) id: TaskId,
-    pub(crate) shared: Arc<Shared>,
     /// Polls so far; only the poller writes it.
     polls: AtomicU32,
     /// The worker a pinned (`spawn_local`) task belongs to, as its index plus one (so that
@@ -120,14 +94,13 @@ pub(crate) fn coarse_now() -> u64 {
 
 impl TaskMeta {
     pub(crate) fn new(
-        shared: Arc<Shared>,
+        id: u64,
         location: &'static Location<'static>,
         owner: Option<u32>,
         named: bool,
     ) -> Self {
         TaskMeta {
-            id: TaskId(shared.next_task_id()),
-            shared,
+            id: TaskId::new(id),
             location,
             links: registry::Links::new(),
             spawned_at_ms: (coarse_now() / 1_000_000) as u32,
@@ -156,22 +129,32 @@ impl TaskMeta {
 
     /// Reports a panicking destructor (or waker) to the exception handler instead of
     /// unwinding into the worker (or, at shutdown, into whoever drops the runtime).
-    pub(crate) fn report_drop_panic(&self, payload: Box<dyn Any + Send>, what: &str) {
-        let message = if self.shared.is_stopping() {
+    pub(crate) fn report_drop_panic(
+        &self,
+        host: &dyn TaskHost,
+        payload: Box<dyn Any + Send>,
+        what: &str,
+    ) {
+        let message = if host.is_stopping() {
             format!("unhandled error during shutdown: {what} panicked while being dropped")
         } else {
             format!("Exception while dropping {what}")
         };
-        self.report_panic(payload, message);
+        self.report_panic(host, payload, message);
     }
 
     /// Gives a caught panic of this task's machinery to the exception handler.
-    pub(crate) fn report_panic(&self, payload: Box<dyn Any + Send>, message: String) {
+    pub(crate) fn report_panic(
+        &self,
+        host: &dyn TaskHost,
+        payload: Box<dyn Any + Send>,
+        message: String,
+    ) {
         let ctx = ExceptionContext::new(message)
             .with_panic(&*payload)
             .with_task(self.id)
             .with_location(self.location);
-        self.shared.handler.call(&ctx);
+        host.handler().call(&ctx);
         crate::exception::drop_payload(payload);
     }
 
@@ -199,4 +182,4 @@ impl fmt::Debug for TaskMeta {
     }
 }
 
-pub(crate) use cell::{spawn_on, spawn_pinned_on, Queue};
+pub(crate) use cell::{spawn_on, spawn_pinned_on, Queue, Woken};

@@ -28,6 +28,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+use crate::task::host::TaskHost;
 use crate::task::state::{AfterPending, State, Wake};
 use crate::task::{TaskError, TaskMeta, TaskState};
 
@@ -42,6 +43,8 @@ pub(crate) struct VTable {
     pub(crate) drop_output: unsafe fn(NonNull<Header>),
     /// Sends a woken task to its queue.
     pub(crate) schedule: fn(Runnable),
+    /// The runtime the task belongs to (its cell keeps it after the header).
+    pub(crate) host: unsafe fn(NonNull<Header>) -> NonNull<dyn TaskHost>,
     /// Frees the allocation (dropping the future first if it never completed).
     pub(crate) dealloc: unsafe fn(NonNull<Header>),
 }
@@ -85,6 +88,13 @@ impl Header {
             state: State::new(),
             vtable,
         }
+    }
+
+    /// The runtime the task belongs to.
+    pub(crate) fn host(&self) -> &dyn TaskHost {
+        // SAFETY: the vtable was chosen with the cell's type, and the host lives in the cell
+        // as long as this header does.
+        unsafe { (self.vtable.host)(NonNull::from(self)).as_ref() }
     }
 
     /// Whether the registry lists the task (read and changed only under its shard lock).
@@ -276,6 +286,12 @@ impl Runnable {
         unsafe { &self.ptr.as_ref().meta }
     }
 
+    /// The task's header.
+    #[inline]
+    pub(crate) fn header(&self) -> NonNull<Header> {
+        self.ptr
+    }
+
     /// Sends the runnable to its queue (a spawn's first schedule).
     pub(crate) fn schedule(self) {
         // SAFETY: the runnable's reference keeps the header alive.
@@ -318,7 +334,8 @@ unsafe fn run(ptr: NonNull<Header>, stop: bool) {
         unsafe { drop_ref(ptr) };
         return;
     };
-    let stop = stop || before.is_cancelled() || header.meta.shared.is_stopping();
+    // A host that stops is checked by the typed poll, which has it at hand.
+    let stop = stop || before.is_cancelled();
     // SAFETY: `ptr` is a live task header, and the waker borrows the runnable's reference for
     // the poll: `ManuallyDrop` keeps it from giving that reference up, so there is no count
     // traffic unless the future clones it.
@@ -368,7 +385,7 @@ unsafe fn complete(ptr: NonNull<Header>) {
             let woken = panic::catch_unwind(AssertUnwindSafe(|| waker.wake_by_ref()));
             if let Err(payload) = woken {
                 let message = "Exception in the waker awaiting a task".to_string();
-                header.meta.report_panic(payload, message);
+                header.meta.report_panic(header.host(), payload, message);
             }
         }
         if !header.state.unset_join_waker_after_complete().has_handle() {
@@ -388,7 +405,7 @@ fn drop_awaiter(header: &Header, awaiter: Option<Waker>) {
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(awaiter))) {
         header
             .meta
-            .report_drop_panic(payload, "the waker awaiting a task");
+            .report_drop_panic(header.host(), payload, "the waker awaiting a task");
     }
 }
 
@@ -534,14 +551,15 @@ mod tests {
     /// here.
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn the_header_stays_88_bytes() {
-        assert_eq!(std::mem::size_of::<Header>(), 88);
+    fn the_header_stays_80_bytes() {
+        assert_eq!(std::mem::size_of::<Header>(), 80);
     }
 
     /// The fields that wakes and polls touch lie past the cold prefix, and the prefix is what
     /// the cold fields fill (see "Cold bytes first" on `Header`). The hot list is what
     /// `run`, `wake`, `cell::Cell::poll`, `TaskMeta::count_poll`, `Shared::schedule_task`,
-    /// `Shared::schedule_pinned` and `worker::schedule::hand_to_this_worker` read or write; a new
+    /// `Shared::schedule_pinned` and `worker::schedule::hand_to_this_worker` read or write (the
+    /// host they also read lies after the header, in the typed cell); a new
     /// per-poll use of a cold field (`id`, `location`) is not caught here, only in review.
     #[test]
     #[cfg(target_pointer_width = "64")]
@@ -550,7 +568,6 @@ mod tests {
         let hot = [
             offset_of!(Header, state),
             offset_of!(Header, vtable),
-            offset_of!(Header, meta.shared),
             offset_of!(Header, meta.polls),
             offset_of!(Header, meta.owner),
         ];

@@ -44,50 +44,12 @@
 //! without IO sources never hand off (there is nothing to watch, and a plain park is one
 //! system call cheaper both ways).
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::time::{Duration, Instant};
 
 use super::Worker;
 use crate::reactor::epoll;
 use crate::reactor::{Reactor, STUCK_IO_GRACE};
-
-/// Which sibling's epoll nests a worker's (`WorkerSlot::io_host`), if any: an atomic
-/// `Option<usize>`. Changed only under `Shared::handoff`; read by anyone.
-#[derive(Debug)]
-pub(crate) struct IoHost(AtomicUsize);
-
-impl IoHost {
-    /// Stored for `None`: no worker has this index.
-    const NOBODY: usize = usize::MAX;
-
-    /// Nobody's guest.
-    pub(crate) fn none() -> Self {
-        IoHost(AtomicUsize::new(Self::NOBODY))
-    }
-
-    /// The host, if the worker's epoll is nested in one.
-    pub(crate) fn get(&self) -> Option<usize> {
-        let host = self.0.load(SeqCst);
-        (host != Self::NOBODY).then_some(host)
-    }
-
-    /// Whether worker `index` is the host.
-    pub(crate) fn is(&self, index: usize) -> bool {
-        self.get() == Some(index)
-    }
-
-    fn set(&self, host: usize) {
-        debug_assert_ne!(host, Self::NOBODY);
-        self.0.store(host, SeqCst);
-    }
-
-    fn clear(&self) {
-        self.0.store(Self::NOBODY, SeqCst);
-    }
-}
 
 /// Sleeps shorter than this are taken on our own epoll: a hand-off and its undoing cost
 /// four system calls more than a plain park.
@@ -115,48 +77,6 @@ fn choose_host(candidates: impl Iterator<Item = (usize, bool)>) -> Option<usize>
 /// `GUEST_CHECK_INTERVAL` old (`next_check`).
 fn host_lags(now: u64, last_polled: u64, next_check: u64) -> bool {
     now >= next_check && now.saturating_sub(last_polled) >= STUCK_IO_GRACE.as_nanos() as u64
-}
-
-/// A private wake-up fd: an eventfd that only a guest sleeps on.
-#[derive(Debug)]
-pub(crate) struct ParkFd(OwnedFd);
-
-impl ParkFd {
-    pub(crate) fn new() -> io::Result<Self> {
-        // SAFETY: plain system call; a non-negative result is a new fd that we own.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just created and is owned by nobody else.
-        Ok(ParkFd(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    /// Makes the next (or current) `sleep` return.
-    pub(crate) fn wake(&self) {
-        let one: u64 = 1;
-        // An eventfd write only fails when the counter would overflow (then it is already
-        // non-zero, which is all a wake needs).
-        // SAFETY: `one` is 8 readable bytes for the duration of the call.
-        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
-    }
-
-    /// Sleeps until `wake` or `timeout` (rounded up to whole milliseconds), then clears
-    /// pending wakes.
-    fn sleep(&self, timeout: Option<Duration>) {
-        let mut pfd = libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // An interrupted or failed poll just returns early: the caller re-checks everything.
-        // SAFETY: `pfd` is a valid pollfd array of length 1 for the duration of the call.
-        unsafe { libc::poll(&mut pfd, 1, epoll::timeout_ms(timeout)) };
-        let mut count: u64 = 0;
-        // Non-blocking: fails with EAGAIN when nothing was pending.
-        // SAFETY: `count` is 8 writable bytes for the duration of the call.
-        unsafe { libc::read(self.0.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
-    }
 }
 
 impl Worker {
@@ -313,18 +233,6 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_io_host_is_an_optional_index() {
-        let host = IoHost::none();
-        assert_eq!(host.get(), None);
-        assert!(!host.is(0));
-        host.set(0);
-        assert_eq!(host.get(), Some(0));
-        assert!(host.is(0) && !host.is(1));
-        host.clear();
-        assert_eq!(host.get(), None);
-    }
 
     #[test]
     fn short_parks_stay_on_our_own_epoll() {

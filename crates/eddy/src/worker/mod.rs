@@ -33,6 +33,7 @@
 //! * No user panic unwinds through this loop: callbacks run inside `catch_unwind`, and task
 //!   cells contain panics of `poll` and of the future's destructor themselves.
 
+mod guest;
 pub(crate) mod handoff;
 pub(crate) mod idle;
 mod io_pace;

@@ -23,7 +23,7 @@ use crossbeam_deque::Steal;
 use crate::callback::{Callback, TimerHandle};
 use crate::context;
 use crate::job::Job;
-use crate::task::{self, Queue, Runnable, Task};
+use crate::task::{self, Queue, Runnable, Task, Woken};
 use crate::timer::TimerAction;
 
 use super::shared::Shared;
@@ -31,39 +31,40 @@ use super::Worker;
 
 /// Pushes a woken stealable task to this thread's ready queue if this thread is a worker of
 /// the task's runtime; otherwise gives it back.
-pub(crate) fn push_if_worker_of(runnable: Runnable) -> Option<Runnable> {
-    hand_to_this_worker(runnable, |_, _| true, |w, r| w.push_local(Job::from(r)))
+fn push_if_worker_of(task: Woken<Stealable>) -> Option<Woken<Stealable>> {
+    hand_to_this_worker(task, |_, _| true, |w, r| w.push_local(Job::from(r)))
 }
 
 /// Pushes a woken pinned task to its owner's queue if this thread is that owner.
-pub(crate) fn push_pinned_if_owner(runnable: Runnable) -> Option<Runnable> {
+fn push_pinned_if_owner(task: Woken<Pinned>) -> Option<Woken<Pinned>> {
     hand_to_this_worker(
-        runnable,
+        task,
         |w, r| r.meta().owner() == Some(w.index() as u32),
         |w, r| w.push_pinned(r),
     )
 }
 
-/// Gives `runnable` to `push` if this thread is a worker of its runtime and `accepts` it;
-/// otherwise gives it back.
+/// Gives the woken task's runnable to `push` if this thread is a worker of its runtime and
+/// `accepts` it; otherwise gives the task back.
 ///
 /// The runnable stays outside the closure: if the thread-local is already gone (a wake from
 /// another thread-local's destructor), `try_with_worker` does not run the closure, and a
 /// runnable moved into it would be dropped, which drops its future on this thread.
-fn hand_to_this_worker(
-    runnable: Runnable,
+fn hand_to_this_worker<Q: Queue<Host = Arc<Shared>>>(
+    task: Woken<Q>,
     accepts: impl FnOnce(&Worker, &Runnable) -> bool,
     push: impl FnOnce(&Worker, Runnable),
-) -> Option<Runnable> {
-    let mut runnable = Some(runnable);
+) -> Option<Woken<Q>> {
+    let mut task = Some(task);
     context::try_with_worker(|w| {
-        if let Some(r) = &runnable {
-            if Arc::ptr_eq(w.shared(), &r.meta().shared) && accepts(w, r) {
-                push(w, runnable.take().expect("checked above"));
+        if let Some(t) = &task {
+            if Arc::ptr_eq(w.shared(), t.host()) && accepts(w, t.runnable()) {
+                let t = task.take().expect("checked above");
+                push(w, t.into_runnable());
             }
         }
     });
-    runnable
+    task
 }
 
 /// Queues a callback cell on `shared`: locally if this thread is one of its workers.
@@ -99,23 +100,23 @@ impl Shared {
     // ----- submission ---------------------------------------------------------------------
 
     /// Schedule function of stealable tasks (called on every wake, see `task::raw::wake`).
-    pub(crate) fn schedule_task(runnable: Runnable) {
-        let runnable = match push_if_worker_of(runnable) {
-            None => return,
-            Some(r) => r,
+    fn schedule_task(task: Woken<Stealable>) {
+        let Some(task) = push_if_worker_of(task) else {
+            return;
         };
-        let shared = runnable.meta().shared.clone();
-        shared.push_remote(Job::from(runnable));
+        // Cloned first: once pushed, the task may run and be freed with its cell.
+        let shared = task.host().clone();
+        shared.push_remote(Job::from(task.into_runnable()));
     }
 
     /// Schedule function of pinned tasks: to the owner's queue if we are the owner, else to
     /// its inbox.
-    pub(crate) fn schedule_pinned(runnable: Runnable) {
-        let runnable = match push_pinned_if_owner(runnable) {
-            None => return,
-            Some(r) => r,
+    fn schedule_pinned(task: Woken<Pinned>) {
+        let Some(task) = push_pinned_if_owner(task) else {
+            return;
         };
-        let shared = runnable.meta().shared.clone();
+        let shared = task.host().clone();
+        let runnable = task.into_runnable();
         let owner = runnable.meta().owner().expect("pinned task without owner");
         let slot = &shared.workers[owner as usize];
         if slot.exited.load(Ordering::SeqCst) {
@@ -203,8 +204,10 @@ impl Shared {
 pub(crate) struct Stealable;
 
 impl Queue for Stealable {
-    fn schedule(runnable: Runnable) {
-        Shared::schedule_task(runnable)
+    type Host = Arc<Shared>;
+
+    fn schedule(task: Woken<Self>) {
+        Shared::schedule_task(task)
     }
 }
 
@@ -216,8 +219,10 @@ impl Queue for Stealable {
 pub(crate) struct Pinned;
 
 impl Queue for Pinned {
-    fn schedule(runnable: Runnable) {
-        Shared::schedule_pinned(runnable)
+    type Host = Arc<Shared>;
+
+    fn schedule(task: Woken<Self>) {
+        Shared::schedule_pinned(task)
     }
 }
 

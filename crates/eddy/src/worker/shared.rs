@@ -24,7 +24,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex};
 use polling::Poller;
 
-use super::handoff::{IoHost, ParkFd};
+use super::guest::{IoHost, ParkFd};
 use super::idle::Idle;
 use super::monitor::MonitorState;
 use super::spare::Spares;
@@ -34,6 +34,7 @@ use crate::exception::{ExceptionContext, ExceptionHandler};
 use crate::job::Job;
 use crate::metrics::counters::WorkerCounters;
 use crate::reactor::Reactor;
+use crate::task::host::TaskHost;
 use crate::task::registry::TaskRegistry;
 use crate::task::Runnable;
 use crate::timer::{TimerAction, TimerQueue};
@@ -43,6 +44,29 @@ use crate::timer::{TimerAction, TimerQueue};
 /// lateness of timers on a stuck worker to a few milliseconds, well inside the 10 ms the
 /// design asks for.
 pub(crate) const STUCK_TIMER_GRACE: Duration = Duration::from_millis(2);
+
+/// What the runtime's tasks need of it (`task::host`).
+impl TaskHost for Arc<Shared> {
+    fn registry(&self) -> &TaskRegistry {
+        &self.registry
+    }
+
+    fn handler(&self) -> &ExceptionHandler {
+        &self.handler
+    }
+
+    fn next_task_id(&self) -> u64 {
+        Shared::next_task_id(self)
+    }
+
+    fn is_stopping(&self) -> bool {
+        Shared::is_stopping(self)
+    }
+
+    fn report_context_drop_panic(&self, payload: Box<dyn Any + Send>) {
+        Shared::report_context_drop_panic(self, payload)
+    }
+}
 
 /// Settings fixed at build time.
 #[derive(Debug, Clone)]
