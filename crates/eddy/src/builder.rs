@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::blocking::BlockingPool;
+use crate::blocking::pool::BlockingPool;
 use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
 use crate::hooks::ThreadHooks;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use crate::callback::{Callback, Handle, TimerHandle};
 use crate::context::{self, current_or_panic, current_shared, with_current_or_panic};
-use crate::task::{self, Task};
+use crate::task::cell;
+use crate::task::handle::Task;
 use crate::worker::schedule::{spawn_stealable, submit_callback, submit_timer, Pinned};
 
 /// Spawns a future on the current runtime; it may run on any worker.
@@ -86,7 +87,7 @@ where
     let (shared, index) = context::current_worker().unwrap_or_else(|| {
         panic!("spawn_local must be called on an eddy worker thread (from a task or callback)")
     });
-    task::spawn_pinned_on::<F, Pinned>(&shared, index, future, location, name)
+    cell::spawn_pinned_on::<F, Pinned>(&shared, index, future, location, name)
 }
 
 /// Schedules `f` to run in the next cycle of the current worker's loop (asyncio's

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::callback::{Callback, Handle, TimerHandle};
 use crate::context;
-use crate::task::Task;
+use crate::task::handle::Task;
 use crate::worker::shared::Shared;
 
 /// The error of submitting work to a runtime that has shut down.
@@ -238,7 +238,7 @@ impl RuntimeHandle {
     }
 
     /// Every live task; see [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).
-    pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
+    pub fn dump_tasks(&self) -> Vec<crate::task::dump::TaskInfo> {
         self.shared.registry.dump()
     }
 

@@ -28,7 +28,7 @@ use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
 
 use crate::callback::Callback;
-use crate::task::Runnable;
+use crate::task::raw::Runnable;
 
 /// Bit 0 of a job's address: set for a callback.
 const CALLBACK_TAG: usize = 1;
@@ -129,7 +129,11 @@ mod tests {
 
     use super::{Job, UnpackedJob};
     use crate::callback::Callback;
-    use crate::task::{spawn_on, Queue, Runnable, TaskError, Woken};
+    use crate::task::cell::spawn_on;
+    use crate::task::cell::Queue;
+    use crate::task::cell::Woken;
+    use crate::task::error::TaskError;
+    use crate::task::raw::Runnable;
     use crate::worker::shared::Shared;
 
     static SPAWNED: Mutex<Vec<Runnable>> = Mutex::new(Vec::new());

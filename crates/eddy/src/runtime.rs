@@ -135,7 +135,7 @@ impl Runtime {
     /// # t.cancel();
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn dump_tasks(&self) -> Vec<crate::task::TaskInfo> {
+    pub fn dump_tasks(&self) -> Vec<crate::task::dump::TaskInfo> {
         self.shared.registry.dump()
     }
 

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::panic::Location;
 
-use crate::task::Task;
+use crate::task::handle::Task;
 
 /// Spawns tasks with options; today, a name that shows in
 /// [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).

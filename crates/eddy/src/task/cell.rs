@@ -24,9 +24,12 @@ use std::task::{Context, Poll};
 
 use crate::contextvar::{self, Context as VarContext};
 use crate::exception::drop_payload;
+use crate::task::error::TaskError;
+use crate::task::error::TaskPanic;
+use crate::task::handle::Task;
 use crate::task::host::TaskHost;
+use crate::task::meta::TaskMeta;
 use crate::task::raw::{Header, JoinHandle, Runnable, VTable};
-use crate::task::{Task, TaskError, TaskMeta, TaskPanic};
 
 /// Where a task's runnables go when it is woken: the scheduler's policies (`worker::schedule`)
 /// and the blocking pool implement it.
@@ -172,7 +175,7 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
                 }
             }
         };
-        host.registry().unregister(ptr);
+        host.unregister(ptr);
         // The future first, then its context, as the fields' order would drop them.
         // SAFETY: the stage still holds the running future and its context.
         let context = unsafe { stage.running.context.take() };
@@ -254,7 +257,7 @@ impl<F: Future + 'static, Q: Queue> Cell<F, Q> {
 
 /// Registers a new cell and schedules its first poll.
 fn start<T>(host: &dyn TaskHost, ptr: NonNull<Header>, name: Option<String>) -> Task<T> {
-    host.registry().register(ptr, name);
+    host.register(ptr, name);
     // SAFETY: a new header holds one reference and `SCHEDULED` for the first runnable, and
     // one reference and `HANDLE` for the join handle, and the output type is
     // `Result<T, TaskError>`: each side receives exactly what its constructor asks for.
@@ -329,7 +332,9 @@ mod tests {
     use std::task::{Context, Poll, Wake, Waker};
 
     use super::{spawn_on, Queue, Woken};
-    use crate::task::{Runnable, Task, TaskError};
+    use crate::task::error::TaskError;
+    use crate::task::handle::Task;
+    use crate::task::raw::Runnable;
     use crate::worker::shared::Shared;
 
     static QUEUE: Mutex<VecDeque<Runnable>> = Mutex::new(VecDeque::new());

@@ -4,7 +4,7 @@ use std::fmt;
 use std::panic::Location;
 use std::time::Duration;
 
-use crate::task::TaskId;
+use crate::task::id::TaskId;
 
 /// Where a task is in its life, as seen by [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::fmt;
 use std::panic::Location;
 
 use crate::exception::{panic_message, ExceptionContext, ExceptionHandler};
-use crate::task::TaskId;
+use crate::task::id::TaskId;
 
 /// The error of awaiting a [`Task`](crate::Task) that did not return a value.
 ///

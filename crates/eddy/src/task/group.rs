@@ -5,7 +5,10 @@ use std::error::Error;
 use std::fmt;
 use std::future::Future;
 
-use crate::task::{JoinSet, TaskError, TaskId, TaskPanic};
+use crate::task::error::TaskError;
+use crate::task::error::TaskPanic;
+use crate::task::id::TaskId;
+use crate::task::join_set::JoinSet;
 
 /// One failed member of a [`TaskGroup`].
 #[derive(Debug)]

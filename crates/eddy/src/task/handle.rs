@@ -5,8 +5,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::task::error::TaskError;
+use crate::task::id::TaskId;
 use crate::task::raw::JoinHandle;
-use crate::task::{TaskError, TaskId};
 
 /// A handle to a spawned task: a future that resolves to the task's result.
 ///

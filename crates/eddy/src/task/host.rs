@@ -7,15 +7,20 @@
 //! the type-erased paths (`raw`: completion, panic reports) go through the cell's vtable.
 
 use std::any::Any;
+use std::ptr::NonNull;
 
-use super::registry::TaskRegistry;
+use super::raw::Header;
 use crate::exception::ExceptionHandler;
 
 /// The runtime half of a task: its registry, its exception handler, its ids and whether it
 /// shuts down.
 pub(crate) trait TaskHost: Send + Sync + 'static {
-    /// The registry that lists this host's live tasks (for dumps and shutdown).
-    fn registry(&self) -> &TaskRegistry;
+    /// Lists a new task in the host's registry (for dumps and shutdown), under `name` if it
+    /// has one; the registry takes the reference `raw::Header::new` made for it.
+    fn register(&self, task: NonNull<Header>, name: Option<String>);
+
+    /// Takes a task whose future is gone off the registry, with the registry's reference.
+    fn unregister(&self, task: NonNull<Header>);
 
     /// Where panics of the task machinery and of user destructors are reported.
     fn handler(&self) -> &ExceptionHandler;

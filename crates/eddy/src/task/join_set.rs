@@ -9,7 +9,9 @@ use std::task::{Poll, Waker};
 use parking_lot::Mutex;
 use slab::Slab;
 
-use crate::task::{Task, TaskError, TaskId};
+use crate::task::error::TaskError;
+use crate::task::handle::Task;
+use crate::task::id::TaskId;
 
 /// Keys of finished tasks, and the waker of whoever waits in `join_next`.
 #[derive(Default)]

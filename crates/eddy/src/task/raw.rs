@@ -28,9 +28,11 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr::NonNull;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
+use crate::task::dump::TaskState;
+use crate::task::error::TaskError;
 use crate::task::host::TaskHost;
+use crate::task::meta::TaskMeta;
 use crate::task::state::{AfterPending, State, Wake};
-use crate::task::{TaskError, TaskMeta, TaskState};
 
 /// The typed operations of one kind of cell, filled in by `cell`.
 pub(crate) struct VTable {

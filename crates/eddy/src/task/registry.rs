@@ -19,7 +19,6 @@
 //! different workers rarely meet on one lock. Names of named tasks live in a side table here,
 //! so that unnamed tasks do not pay for the pointer.
 
-use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::task::Waker;
@@ -27,29 +26,11 @@ use std::task::Waker;
 use parking_lot::{Mutex, MutexGuard};
 
 use crate::task::dump::TaskInfo;
+use crate::task::id::TaskId;
+use crate::task::meta::{LinkPtrs, TaskMeta};
 use crate::task::raw::{self, Header};
-use crate::task::{TaskId, TaskMeta};
 
 const SHARDS: usize = 64;
-
-/// A task's links in its shard's list.
-#[derive(Debug)]
-pub(crate) struct Links(UnsafeCell<LinkPtrs>);
-
-#[derive(Debug, Clone, Copy)]
-struct LinkPtrs {
-    prev: Option<NonNull<Header>>,
-    next: Option<NonNull<Header>>,
-}
-
-impl Links {
-    pub(crate) fn new() -> Self {
-        Links(UnsafeCell::new(LinkPtrs {
-            prev: None,
-            next: None,
-        }))
-    }
-}
 
 /// One shard: a doubly linked list through the tasks' `Links`.
 #[derive(Debug)]
@@ -269,7 +250,7 @@ impl TaskRegistry {
 
     /// A description of every live task. Each shard is locked only while it is read.
     pub(crate) fn dump(&self) -> Vec<TaskInfo> {
-        let now = crate::task::coarse_now();
+        let now = crate::task::meta::coarse_now();
         let mut out = Vec::new();
         for shard in self.shards.iter() {
             let list = shard.lock();

@@ -67,7 +67,8 @@ use crate::job::Job;
 use crate::job::UnpackedJob;
 use crate::reactor::epoll::RawEvents;
 use crate::reactor::EventActions;
-use crate::task::{Runnable, TaskId};
+use crate::task::id::TaskId;
+use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
 use io_pace::IoPace;
 #[cfg(doc)]

@@ -23,7 +23,11 @@ use crossbeam_deque::Steal;
 use crate::callback::{Callback, TimerHandle};
 use crate::context;
 use crate::job::Job;
-use crate::task::{self, Queue, Runnable, Task, Woken};
+use crate::task::cell;
+use crate::task::cell::Queue;
+use crate::task::cell::Woken;
+use crate::task::handle::Task;
+use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
 
 use super::shared::Shared;
@@ -238,5 +242,5 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    task::spawn_on::<F, Stealable>(shared, future, location, name)
+    cell::spawn_on::<F, Stealable>(shared, future, location, name)
 }

@@ -15,6 +15,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::ptr::NonNull;
 use std::sync::atomic::{self, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,17 +27,18 @@ use polling::Poller;
 
 use super::guest::{IoHost, ParkFd};
 use super::idle::Idle;
-use super::monitor::MonitorState;
+use super::monitor::state::MonitorState;
 use super::spare::Spares;
-use crate::blocking::BlockingPool;
+use crate::blocking::pool::BlockingPool;
 use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler};
 use crate::job::Job;
 use crate::metrics::counters::WorkerCounters;
 use crate::reactor::Reactor;
 use crate::task::host::TaskHost;
+use crate::task::raw::Header;
+use crate::task::raw::Runnable;
 use crate::task::registry::TaskRegistry;
-use crate::task::Runnable;
 use crate::timer::{TimerAction, TimerQueue};
 
 /// How long past its deadline a timer may wait for its own (busy) worker before a sibling
@@ -47,8 +49,12 @@ pub(crate) const STUCK_TIMER_GRACE: Duration = Duration::from_millis(2);
 
 /// What the runtime's tasks need of it (`task::host`).
 impl TaskHost for Arc<Shared> {
-    fn registry(&self) -> &TaskRegistry {
-        &self.registry
+    fn register(&self, task: NonNull<Header>, name: Option<String>) {
+        self.registry.register(task, name);
+    }
+
+    fn unregister(&self, task: NonNull<Header>) {
+        self.registry.unregister(task);
     }
 
     fn handler(&self) -> &ExceptionHandler {

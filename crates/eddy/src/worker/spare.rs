@@ -17,12 +17,11 @@
 //! searches and is never picked to be woken), not a home for timers set from outside the
 //! workers, and not in `RuntimeMetrics::workers` (see `RuntimeMetrics::spares`).
 
-use std::sync::Arc;
+use std::io;
 use std::thread::JoinHandle;
 
 use parking_lot::Mutex;
 
-use super::shared::Shared;
 use crate::hooks::ThreadHooks;
 use crate::job::Job;
 
@@ -81,9 +80,18 @@ impl Spares {
         self.state.lock().queues.len()
     }
 
-    /// Starts the thread of spare `k` (slot `shared.regular + k`) unless it runs already or
-    /// the runtime shut down. True if it runs now.
-    pub(crate) fn start(&self, shared: &Arc<Shared>, k: usize) -> bool {
+    /// Starts the thread of spare `k` with `spawn` (given the thread's name, the spare's
+    /// queue and the thread hooks) unless it runs already or the runtime shut down. True if
+    /// it runs now.
+    pub(crate) fn start(
+        &self,
+        k: usize,
+        spawn: impl FnOnce(
+            String,
+            crossbeam_deque::Worker<Job>,
+            ThreadHooks,
+        ) -> io::Result<JoinHandle<()>>,
+    ) -> bool {
         let mut state = self.state.lock();
         if state.closed {
             return false;
@@ -92,8 +100,7 @@ impl Spares {
             return true;
         };
         let name = format!("{}-spare-{k}", self.thread_name);
-        let spawned =
-            super::spawn_thread(name, shared, shared.regular + k, queue, self.hooks.clone());
+        let spawned = spawn(name, queue, self.hooks.clone());
         match spawned {
             Ok(t) => {
                 state.threads.push(t);

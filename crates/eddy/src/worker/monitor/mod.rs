@@ -28,11 +28,11 @@
 //! it nests the stuck worker's epoll in its own, fires its timers, steals its queue). If
 //! every worker is stuck, it wakes a spare instead, starting one if none is up yet.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+pub(crate) mod state;
 
 use super::shared::{Shared, WorkerSlot};
 
@@ -114,43 +114,6 @@ impl Seen {
         } else {
             Seen::Still
         }
-    }
-}
-
-/// The monitor's half of `Shared`.
-#[derive(Debug, Default)]
-pub(crate) struct MonitorState {
-    /// True while the monitor sleeps without a timeout (every worker was parked).
-    idle: AtomicBool,
-    /// Tests only: how many looks it made.
-    #[cfg(test)]
-    looks: std::sync::atomic::AtomicU64,
-    lock: Mutex<()>,
-    cv: Condvar,
-}
-
-impl MonitorState {
-    /// A worker left its park: make sure the monitor watches again.
-    #[inline]
-    pub(crate) fn worker_awake(&self) {
-        if self.idle.load(Ordering::SeqCst) {
-            let _guard = self.lock.lock();
-            self.idle.store(false, Ordering::SeqCst);
-            self.cv.notify_one();
-        }
-    }
-
-    /// Looks the monitor has made so far.
-    #[cfg(test)]
-    pub(crate) fn looks(&self) -> u64 {
-        self.looks.load(Ordering::SeqCst)
-    }
-
-    /// Wakes the monitor for shutdown.
-    pub(crate) fn shutdown(&self) {
-        let _guard = self.lock.lock();
-        self.idle.store(false, Ordering::SeqCst);
-        self.cv.notify_one();
     }
 }
 
@@ -253,7 +216,10 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
         // Up and running: it will get to them.
         return false;
     }
-    started < spares.len() && shared.spares.start(shared, started)
+    started < spares.len()
+        && shared.spares.start(started, |name, queue, hooks| {
+            super::spawn_thread(name, shared, shared.regular + started, queue, hooks)
+        })
 }
 
 /// Whether a dead worker still has something no sibling serves yet: queued jobs, or a
