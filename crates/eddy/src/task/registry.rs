@@ -59,9 +59,9 @@ impl List {
     }
 
     fn push(&mut self, task: NonNull<Header>) {
-        // `task` and the current head are alive (the registry's references) and in this
-        // shard, whose lock we hold (`&mut self` comes from the guard).
-        // SAFETY: so `links` may hand out their links.
+        // SAFETY: `task` and the current head are alive (the registry's references) and in
+        // this shard, whose lock we hold (`&mut self` comes from the guard), so `links` may
+        // hand out their links.
         unsafe {
             *self.links(task) = LinkPtrs {
                 prev: None,
