@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo run --release -p eddy-benches --bin soak -- --secs 600           # the recorded run
 //! cargo run --release -p eddy-benches --bin soak -- --secs 60 --warmup 10
+//! cargo run --release -p eddy-benches --bin soak -- --secs 300 --track-from 2048  # who grows
 //! ```
 //!
 //! The workload, all at once, on a runtime of 2 workers:
@@ -25,17 +26,21 @@
 //! Each second it prints the resident set (`VmRSS`, and its anonymous part `RssAnon`), the
 //! allocator's bytes in use (glibc's count, its per-thread caches included), the bytes the
 //! program holds (`live`: counted by this binary's global allocator), the number of open
-//! descriptors, the process's thread count and what the workload did so far. Memory is judged after the warm-up
-//! (`--warmup`, default three tenths of the run, at most 180 s) and after the last change of
-//! the thread count (plus [`THREAD_SETTLE_SECS`]): a spare worker or a blocking-pool thread
-//! starts when the runtime first needs it, which on a loaded machine can be at any moment, and
-//! brings a stack and a malloc arena with it; that is a bounded step, not the accumulation
-//! the soak is for. The drift is the mean anonymous RSS of the last 10 samples against the mean
-//! of the first 10 of the judged span; the same is printed for each measure. Descriptors are judged against the count before the
-//! load started (runtime and listener up), once the load has stopped and every connection has
-//! closed. The run fails (exit status 1) if the drift is 5 % or more, if descriptors are not
-//! back to that count, if an echo came back wrong, or if a thread started so late that less
-//! than [`MIN_JUDGED_SECS`] (or half the time after the warm-up, in a short run) is left.
+//! descriptors, the process's thread count and what the workload did so far. Once a minute
+//! after the warm-up it prints the size classes whose live bytes grew since then; with
+//! `--track-from BYTES` it records the call site of every allocation at least that large and,
+//! at the end, prints the sites whose live bytes grew (a diagnosis: the tracking itself
+//! allocates). Memory is judged after the warm-up (`--warmup`, default three tenths of the run,
+//! at most 180 s) and after the last change of the thread count (plus [`THREAD_SETTLE_SECS`]):
+//! a spare worker or a blocking-pool thread starts when the runtime first needs it, which on a
+//! loaded machine can be at any moment, and brings a stack and a malloc arena with it; that is
+//! a bounded step, not the accumulation the soak is for. The drift is the mean anonymous RSS of
+//! the last 10 samples against the mean of the first 10 of the judged span; the same is printed
+//! for each measure. Descriptors are judged against the count before the load started (runtime
+//! and listener up), once the load has stopped and every connection has closed. The run fails
+//! (exit status 1) if the drift is 5 % or more, if descriptors are not back to that count, if
+//! an echo came back wrong, or if a thread started so late that less than [`MIN_JUDGED_SECS`]
+//! (or half the time after the warm-up, in a short run) is left.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
