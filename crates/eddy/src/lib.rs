@@ -5,7 +5,7 @@
 //!
 //! * Each worker runs asyncio's `_run_once` cycle (tidy timers, wait, move due timers, run
 //!   what is ready) over its own ready queue, timer heap and poller; the `worker` module's
-//!   notes (`src/worker/mod.rs`) describe the four phases.
+//!   notes describe the four phases.
 //! * Idle workers steal batches of work from their siblings.
 //! * Any thread, including threads the runtime never saw, can hand work in with
 //!   [`RuntimeHandle::call_soon_threadsafe`] or [`RuntimeHandle::spawn`]: it goes through a
