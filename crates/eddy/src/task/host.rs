@@ -2,7 +2,7 @@
 //! (`worker::shared::Shared`): the task layer names no scheduler type, so it sits below the
 //! scheduler that drives it.
 //!
-//! Each cell keeps its host (the [`Queue::Host`](super::Queue::Host) of the queue it was
+//! Each cell keeps its host (the [`Queue::Host`](super::cell::Queue::Host) of the queue it was
 //! spawned on) right after its header. Code that knows the cell's type reaches it directly;
 //! the type-erased paths (`raw`: completion, panic reports) go through the cell's vtable.
 

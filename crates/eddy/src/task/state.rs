@@ -7,7 +7,7 @@
 //!  bits 7.. : reference count
 //! ```
 //!
-//! * `SCHEDULED`: a [`Runnable`](super::Runnable) exists (it holds one reference), or the task
+//! * `SCHEDULED`: a [`Runnable`](super::raw::Runnable) exists (it holds one reference), or the task
 //!   was woken while `RUNNING` and its runner will reschedule it (no extra reference then).
 //! * `RUNNING`: one thread is polling the future; only it touches the stage.
 //! * `COMPLETE`: the future is gone and the output was written. Set once, never cleared.

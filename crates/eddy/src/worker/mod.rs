@@ -71,8 +71,6 @@ use crate::task::id::TaskId;
 use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
 use io_pace::IoPace;
-#[cfg(doc)]
-use run_order::GLOBAL_QUEUE_INTERVAL;
 use run_order::{MaintenanceRhythm, RunOrder, Source};
 use shared::{Shared, WorkerSlot};
 
@@ -742,9 +740,10 @@ impl Worker {
         due
     }
 
-    /// Every [`GLOBAL_QUEUE_INTERVAL`] jobs: one job from the injector (so it is never starved by a busy local
-    /// queue), the pinned inbox, and (at most every `SIBLING_LOOK_INTERVAL`) late sibling
-    /// timers, stranded sibling IO and half the queue of a sibling that stalled.
+    /// Every [`GLOBAL_QUEUE_INTERVAL`](run_order::GLOBAL_QUEUE_INTERVAL) jobs: one job from
+    /// the injector (so it is never starved by a busy local queue), the pinned inbox, and (at
+    /// most every `SIBLING_LOOK_INTERVAL`) late sibling timers, stranded sibling IO and half
+    /// the queue of a sibling that stalled.
     fn maintenance(&self) {
         self.take_inbox();
         self.look_after_busy_siblings();
