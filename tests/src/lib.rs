@@ -22,6 +22,11 @@
 #[doc = include_str!("../../docs/servers.md")]
 pub struct ServersGuide;
 
+/// The guide for asyncio users, whose snippets run as this crate's doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/asyncio.md")]
+pub struct AsyncioGuide;
+
 use std::any::Any;
 use std::future::Future;
 use std::panic::{self, PanicHookInfo};

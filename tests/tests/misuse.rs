@@ -328,16 +328,22 @@ fn free_functions_outside_a_runtime_panic() {
     });
     assert_panics_with("RuntimeHandle::current", NO_RUNTIME, RuntimeHandle::current);
     assert!(RuntimeHandle::try_current().is_none());
-    assert_panics_with("spawn_local", "spawn_local must be called", || {
+    assert_panics_with("spawn_local", NO_RUNTIME, || {
         drop(eddy::spawn_local(async {}))
     });
     // Inside block_on: spawn works, spawn_local does not (not a worker).
     let rt = Runtime::new().unwrap();
     rt.block_on(async {
         assert!(RuntimeHandle::try_current().is_some());
+        // The message says what to do instead.
         assert_panics_with(
             "spawn_local in block_on",
-            "spawn_local must be called",
+            "this is a thread inside Runtime::block_on (not a worker",
+            || drop(eddy::spawn_local(async {})),
+        );
+        assert_panics_with(
+            "spawn_local in block_on",
+            "Spawn a task with eddy::spawn and call spawn_local inside it",
             || drop(eddy::spawn_local(async {})),
         );
     });

@@ -404,3 +404,81 @@ fn a_task_awaiting_itself_panics_instead_of_waiting_forever() {
         );
     });
 }
+
+/// `set_exception_handler` on a running runtime reaches its workers at once: a callback
+/// panic, an unretrieved task panic and a report of our own all go to the new handler, none
+/// to the one set at build time.
+#[test]
+fn an_exception_handler_set_after_build_gets_every_report() {
+    quiet_expected_panics();
+    let (rt, first) = logged_runtime(2);
+    // Let both workers run (and pick up the first handler) before it is replaced.
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..64).map(|_| eddy::spawn(eddy::yield_now())).collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let second = ExceptionLog::new();
+    rt.handle().set_exception_handler(second.handler());
+    rt.block_on(async {
+        eddy::call_soon(|| std::panic::panic_any(ExpectedPayload));
+        drop(eddy::spawn(async {
+            std::panic::panic_any(ExpectedPayload)
+        }));
+    });
+    rt.handle().call_exception_handler(
+        &eddy::ExceptionContext::new("our own report").with_panic_message("why"),
+    );
+    assert!(
+        wait_until(PATIENCE, || second.len() == 3),
+        "{:?}",
+        second.reports()
+    );
+    assert_eq!(second.count("our own report"), 1);
+    assert!(second
+        .reports()
+        .iter()
+        .any(|r| r.message == "our own report" && r.panic.as_deref() == Some("why")));
+    assert!(first.is_empty(), "{:?}", first.reports());
+}
+
+/// After `reset_exception_handler` reports go to the default handler (which logs), no longer
+/// to the user's.
+#[test]
+fn a_reset_exception_handler_no_longer_gets_reports() {
+    quiet_expected_panics();
+    let (rt, log) = logged_runtime(1);
+    rt.handle().reset_exception_handler();
+    let (tx, after) = mpsc::channel();
+    rt.block_on(async move {
+        // One worker runs its callbacks in order: the second runs after the first's report.
+        eddy::call_soon(|| std::panic::panic_any(ExpectedPayload));
+        eddy::call_soon(move || tx.send(()).unwrap());
+    });
+    after.recv_timeout(PATIENCE).unwrap();
+    assert!(log.is_empty(), "{:?}", log.reports());
+}
+
+/// A handler may replace the handler from inside itself (it runs without the runtime's
+/// lock on the handler slot): no deadlock, and the next report goes to the replacement.
+#[test]
+fn a_handler_can_replace_itself() {
+    quiet_expected_panics();
+    with_deadline(PATIENCE, || {
+        let rt = eddy_tests::rt(1);
+        let handle = rt.handle();
+        let replacement = ExceptionLog::new();
+        let for_handler = replacement.clone();
+        rt.handle()
+            .set_exception_handler(move |_: &eddy::ExceptionContext| {
+                handle.set_exception_handler(for_handler.handler());
+            });
+        rt.handle()
+            .call_exception_handler(&eddy::ExceptionContext::new("first"));
+        rt.handle()
+            .call_exception_handler(&eddy::ExceptionContext::new("second"));
+        assert_eq!(replacement.count("first"), 0);
+        assert_eq!(replacement.count("second"), 1);
+    });
+}

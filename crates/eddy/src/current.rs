@@ -45,8 +45,11 @@ where
 ///
 /// # Panics
 ///
-/// Panics if the current thread is not a worker of an eddy runtime (a `block_on` thread is
-/// not a worker: spawn a task first and call `spawn_local` from inside it).
+/// Panics if the current thread is not a worker of an eddy runtime. A thread inside
+/// [`Runtime::block_on`](crate::Runtime::block_on) is not a worker (it only waits for its one
+/// future; asyncio's loop thread, which runs everything, has no counterpart here): spawn a
+/// task with [`spawn`] and call `spawn_local` from inside it, as below. The panic message
+/// says so.
 ///
 /// # Examples
 ///
@@ -75,6 +78,17 @@ where
     spawn_local_named(future, Location::caller(), None)
 }
 
+/// The panic of `spawn_local` on a thread of no runtime.
+const SPAWN_LOCAL_OUTSIDE: &str = "no eddy runtime on this thread: spawn_local must be called \
+     on an eddy worker thread (from a task or callback)";
+
+/// The panic of `spawn_local` inside `block_on`, with what to do instead.
+const SPAWN_LOCAL_IN_BLOCK_ON: &str = "spawn_local must be called on an eddy worker thread, \
+     and this is a thread inside Runtime::block_on (not a worker: it only waits for its one \
+     future). Spawn a task with eddy::spawn and call spawn_local inside it, creating the !Send \
+     values there too: eddy::spawn(async { let rc = Rc::new(..); \
+     eddy::spawn_local(async move { .. }).await })";
+
 pub(crate) fn spawn_local_named<F>(
     future: F,
     location: &'static Location<'static>,
@@ -84,9 +98,12 @@ where
     F: Future + 'static,
     F::Output: 'static,
 {
-    let (shared, index) = context::current_worker().unwrap_or_else(|| {
-        panic!("spawn_local must be called on an eddy worker thread (from a task or callback)")
-    });
+    let Some((shared, index)) = context::current_worker() else {
+        if context::current_shared().is_some() {
+            panic!("{SPAWN_LOCAL_IN_BLOCK_ON}")
+        }
+        panic!("{SPAWN_LOCAL_OUTSIDE}")
+    };
     cell::spawn_pinned_on::<F, Pinned>(&shared, index, future, location, name)
 }
 

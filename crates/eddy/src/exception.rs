@@ -16,6 +16,8 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::sync::Arc;
 
+use parking_lot::RwLock;
+
 use crate::task::id::TaskId;
 
 /// The type of a user exception handler.
@@ -54,7 +56,9 @@ pub struct ExceptionContext {
 }
 
 impl ExceptionContext {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
+    /// A context with only a message: what a library or application reports through
+    /// [`RuntimeHandle::call_exception_handler`](crate::RuntimeHandle::call_exception_handler).
+    pub fn new(message: impl Into<String>) -> Self {
         ExceptionContext {
             message: message.into(),
             panic_message: None,
@@ -68,17 +72,20 @@ impl ExceptionContext {
         self
     }
 
-    pub(crate) fn with_panic_text(mut self, text: String) -> Self {
-        self.panic_message = Some(text);
+    /// Adds the text of a panic (or of any error) behind the message.
+    pub fn with_panic_message(mut self, text: impl Into<String>) -> Self {
+        self.panic_message = Some(text.into());
         self
     }
 
-    pub(crate) fn with_task(mut self, id: TaskId) -> Self {
+    /// Names the task involved.
+    pub fn with_task(mut self, id: TaskId) -> Self {
         self.task_id = Some(id);
         self
     }
 
-    pub(crate) fn with_location(mut self, location: &'static Location<'static>) -> Self {
+    /// Names the place in the source the report is about.
+    pub fn with_location(mut self, location: &'static Location<'static>) -> Self {
         self.location = Some(location);
         self
     }
@@ -142,21 +149,36 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
     }
 }
 
-/// The exception handler of one runtime: the user's, or the default that logs.
+/// The exception handler of one runtime: the user's, or the default that logs. Clones share
+/// one slot, so [`set`](ExceptionHandler::set) reaches every thread of the runtime at once.
 #[derive(Clone)]
 pub(crate) struct ExceptionHandler {
-    user: Option<Arc<HandlerFn>>,
+    user: Arc<RwLock<Option<Arc<HandlerFn>>>>,
 }
 
 impl ExceptionHandler {
     pub(crate) fn new(user: Option<Arc<HandlerFn>>) -> Self {
-        ExceptionHandler { user }
+        ExceptionHandler {
+            user: Arc::new(RwLock::new(user)),
+        }
+    }
+
+    /// Replaces the user's handler (`None`: back to the default). A call already running
+    /// finishes with the handler it started with.
+    pub(crate) fn set(&self, user: Option<Arc<HandlerFn>>) {
+        // The old handler is dropped after the lock is released: its destructor is user code.
+        let old = std::mem::replace(&mut *self.user.write(), user);
+        if let Some(old) = old {
+            contain_here("dropping the replaced exception handler", move || drop(old));
+        }
     }
 
     /// Calls the handler. Never unwinds: a panicking handler is logged and forgotten.
     pub(crate) fn call(&self, ctx: &ExceptionContext) {
-        match &self.user {
-            None => default_handler(ctx),
+        // Cloned out so that the handler runs without the lock (it may set a new handler).
+        let user = self.user.read().clone();
+        match user {
+            None => default_exception_handler(ctx),
             Some(user) => {
                 if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| user(ctx))) {
                     tracing::error!(
@@ -165,6 +187,10 @@ impl ExceptionHandler {
                     );
                     drop_payload(payload);
                 }
+                // The last reference to a replaced handler may be this one.
+                contain_here("dropping the replaced exception handler", move || {
+                    drop(user)
+                });
             }
         }
     }
@@ -229,7 +255,7 @@ pub(crate) fn contain_here(what: &str, f: impl FnOnce()) -> bool {
     let handler = HERE.try_with(|h| h.borrow().clone()).ok().flatten();
     match handler {
         Some(handler) => handler.call(&ctx),
-        None => default_handler(&ctx),
+        None => default_exception_handler(&ctx),
     }
     drop_payload(payload);
     false
@@ -238,12 +264,29 @@ pub(crate) fn contain_here(what: &str, f: impl FnOnce()) -> bool {
 impl fmt::Debug for ExceptionHandler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExceptionHandler")
-            .field("custom", &self.user.is_some())
+            .field("custom", &self.user.read().is_some())
             .finish()
     }
 }
 
-fn default_handler(ctx: &ExceptionContext) {
+/// What the runtime does with a report when no handler was set: logs it through `tracing` at
+/// error level (asyncio's `loop.default_exception_handler`). A handler of your own can call it
+/// for the reports it does not treat itself.
+///
+/// # Examples
+///
+/// ```
+/// let rt = eddy::Builder::new()
+///     .exception_handler(|ctx: &eddy::ExceptionContext| {
+///         if ctx.panic_message() != Some("expected") {
+///             eddy::default_exception_handler(ctx);
+///         }
+///     })
+///     .build()?;
+/// # drop(rt);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn default_exception_handler(ctx: &ExceptionContext) {
     tracing::error!(
         message = ctx.message(),
         task = ctx.task_id().map(|t| t.as_u64()),
@@ -276,7 +319,7 @@ mod tests {
     #[test]
     fn display_names_everything() {
         let ctx = ExceptionContext::new("Exception in callback")
-            .with_panic_text("boom".into())
+            .with_panic_message("boom")
             .with_location(Location::caller());
         let text = ctx.to_string();
         assert!(text.starts_with("Exception in callback, scheduled at "));

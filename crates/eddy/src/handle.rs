@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::callback::{Callback, Handle, TimerHandle};
 use crate::context;
+use crate::exception::ExceptionContext;
 use crate::task::handle::Task;
 use crate::worker::shared::Shared;
 
@@ -240,6 +241,58 @@ impl RuntimeHandle {
     /// Every live task; see [`Runtime::dump_tasks`](crate::Runtime::dump_tasks).
     pub fn dump_tasks(&self) -> Vec<crate::task::dump::TaskInfo> {
         self.shared.registry.dump()
+    }
+
+    /// Hands `ctx` to the runtime's exception handler, on this thread, as the runtime does
+    /// with a panic nobody else can take (asyncio's `loop.call_exception_handler`). For a
+    /// library or application to report an error of its own in the same place. A handler
+    /// that panics is contained.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let rt = eddy::Builder::new()
+    ///     .exception_handler(move |ctx: &eddy::ExceptionContext| {
+    ///         tx.send(ctx.to_string()).unwrap();
+    ///     })
+    ///     .build()?;
+    /// rt.handle()
+    ///     .call_exception_handler(&eddy::ExceptionContext::new("lost a peer").with_panic_message("reset"));
+    /// assert_eq!(rx.recv().unwrap(), "lost a peer: reset");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn call_exception_handler(&self, ctx: &ExceptionContext) {
+        self.shared.handler.call(ctx);
+    }
+
+    /// Replaces the exception handler, from any thread and while the runtime runs (asyncio's
+    /// `loop.set_exception_handler`). Every report from then on goes to `f`; a report being
+    /// handled meanwhile finishes with the handler it started with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let rt = eddy::Runtime::new()?;
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// rt.handle().set_exception_handler(move |ctx: &eddy::ExceptionContext| {
+    ///     let _ = tx.send(ctx.panic_message().map(String::from));
+    /// });
+    /// rt.block_on(async { eddy::call_soon(|| panic!("late handler")) });
+    /// assert_eq!(rx.recv().unwrap().as_deref(), Some("late handler"));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_exception_handler<F>(&self, f: F)
+    where
+        F: Fn(&ExceptionContext) + Send + Sync + 'static,
+    {
+        self.shared.handler.set(Some(Arc::new(f)));
+    }
+
+    /// Goes back to the default handler, which logs
+    /// ([`default_exception_handler`](crate::default_exception_handler)).
+    pub fn reset_exception_handler(&self) {
+        self.shared.handler.set(None);
     }
 
     pub(crate) fn shared(&self) -> &Arc<Shared> {

@@ -45,6 +45,14 @@
 
 #![warn(missing_docs)]
 
+// The reactor uses epoll and eventfd directly (a parked worker's epoll is nested in a
+// sibling's), and child processes are watched through pidfds: Linux only.
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "eddy supports Linux only: each worker's reactor uses epoll and eventfd directly, and \
+     `polling`'s portable backends cannot nest one poller in another"
+);
+
 mod blocking;
 mod builder;
 mod callback;
@@ -66,10 +74,12 @@ pub mod task;
 mod timer;
 mod worker;
 
+pub mod fs;
 #[cfg(feature = "hyper")]
 pub mod hyper;
 pub mod io;
 pub mod net;
+pub mod process;
 pub mod signal;
 pub mod time;
 
@@ -79,7 +89,7 @@ pub use callback::{Handle, TimerHandle};
 pub use contextvar::{ContextVar, Token};
 pub use current::{call_at, call_later, call_soon, spawn, spawn_local, time};
 pub use eddy_macros::{main, test};
-pub use exception::ExceptionContext;
+pub use exception::{default_exception_handler, ExceptionContext};
 pub use handle::{Closed, RuntimeHandle};
 pub use io::{add_reader, add_writer, remove_reader, remove_writer};
 pub use metrics::{RuntimeMetrics, WorkerMetrics};

@@ -16,8 +16,10 @@ use std::fmt;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 
 use signal_hook::SigId;
 
@@ -181,15 +183,48 @@ impl Signal {
     ///
     /// An error reading the self-pipe (not expected in practice).
     pub async fn recv(&mut self) -> io::Result<()> {
-        self.pipe
-            .read_with(|p| {
-                if drain_pipe(p)? {
-                    Ok(())
-                } else {
-                    Err(io::ErrorKind::WouldBlock.into())
-                }
-            })
-            .await
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Poll form of [`recv`](Signal::recv).
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Signal::recv).
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.pipe.poll_read_with(cx, |p| {
+            if drain_pipe(p)? {
+                Ok(())
+            } else {
+                Err(io::ErrorKind::WouldBlock.into())
+            }
+        })
+    }
+}
+
+/// A stream of deliveries; it never ends (an item is `Err` only if reading the self-pipe
+/// failed, which is not expected in practice).
+///
+/// # Examples
+///
+/// ```
+/// use eddy::signal::{signal, SignalKind};
+/// use futures_lite::StreamExt;
+///
+/// let rt = eddy::Runtime::new()?;
+/// rt.block_on(async {
+///     let mut usr2 = signal(SignalKind::user_defined2())?;
+///     // SAFETY: raise(2) has no memory-safety preconditions.
+///     unsafe { libc::raise(libc::SIGUSR2) };
+///     usr2.next().await.expect("a signal stream never ends")
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl futures_core::Stream for Signal {
+    type Item = io::Result<()>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<io::Result<()>>> {
+        self.get_mut().poll_recv(cx).map(Some)
     }
 }
 

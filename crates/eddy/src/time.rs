@@ -249,16 +249,32 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
         "eddy::time::interval: the period must be non-zero"
     );
     Interval {
-        next: start,
+        sleep: sleep_until(start),
         period,
         missed: MissedTickBehavior::default(),
     }
 }
 
-/// A periodic timer from [`interval`].
+/// A periodic timer from [`interval`]: await [`tick`](Interval::tick), or use it as a
+/// [`Stream`](futures_core::Stream) of the instants the ticks were scheduled for.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use futures_lite::StreamExt;
+///
+/// let rt = eddy::Runtime::new()?;
+/// let ticks = rt.block_on(async {
+///     eddy::time::interval(Duration::from_millis(1)).take(3).count().await
+/// });
+/// assert_eq!(ticks, 3);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Interval {
-    next: Instant,
+    /// The sleep until the next tick; its deadline is the tick's scheduled instant.
+    sleep: Sleep,
     period: Duration,
     missed: MissedTickBehavior,
 }
@@ -266,10 +282,16 @@ pub struct Interval {
 impl Interval {
     /// Waits for the next tick and returns the instant it was scheduled for.
     pub async fn tick(&mut self) -> Instant {
-        let scheduled = self.next;
-        sleep_until(scheduled).await;
+        std::future::poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Poll form of [`tick`](Interval::tick): ready with the tick's scheduled instant once it
+    /// is due, when the next tick is scheduled.
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        let scheduled = self.sleep.deadline();
+        std::task::ready!(Pin::new(&mut self.sleep).poll(cx));
         let now = crate::time();
-        self.next = match self.missed {
+        let next = match self.missed {
             MissedTickBehavior::Burst => scheduled + self.period,
             MissedTickBehavior::Delay if now > scheduled + self.period => now + self.period,
             MissedTickBehavior::Delay => scheduled + self.period,
@@ -279,7 +301,8 @@ impl Interval {
                 scheduled + self.period * (skipped + 1)
             }
         };
-        scheduled
+        self.sleep = sleep_until(next);
+        Poll::Ready(scheduled)
     }
 
     /// Sets what happens to missed ticks.
@@ -294,7 +317,16 @@ impl Interval {
 
     /// Restarts the schedule: the next tick is one period from now.
     pub fn reset(&mut self) {
-        self.next = crate::time() + self.period;
+        self.sleep = sleep_until(crate::time() + self.period);
+    }
+}
+
+impl futures_core::Stream for Interval {
+    type Item = Instant;
+
+    /// Never ends: each item is the next tick.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        self.get_mut().poll_tick(cx).map(Some)
     }
 }
 

@@ -28,6 +28,6 @@ pub use streams::{
     Server, StreamReader, StreamWriter, WriteBufferFull, DEFAULT_HARD_CAP, DEFAULT_HIGH_WATER,
     DEFAULT_LIMIT, DEFAULT_LOW_WATER,
 };
-pub use tcp::{ListenOptions, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
+pub use tcp::{Incoming, ListenOptions, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{split as unix_split, UnixDatagram, UnixListener, UnixStream};

@@ -156,8 +156,42 @@ impl TcpListener {
     ///
     /// The `accept4` error, for example `EMFILE` when the process is out of descriptors.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let (stream, addr) = self.io.read_with(|l| l.accept()).await?;
-        Ok((TcpStream::from_std(stream)?, addr))
+        std::future::poll_fn(|cx| self.poll_accept(cx)).await
+    }
+
+    /// Poll form of [`accept`](TcpListener::accept).
+    ///
+    /// # Errors
+    ///
+    /// As [`accept`](TcpListener::accept).
+    pub fn poll_accept(&self, cx: &mut Context<'_>) -> Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let (stream, addr) = std::task::ready!(self.io.poll_read_with(cx, |l| l.accept()))?;
+        Poll::Ready(TcpStream::from_std(stream).map(|s| (s, addr)))
+    }
+
+    /// The incoming connections as a [`Stream`](futures_core::Stream) that never ends; an
+    /// item is `Err` when an accept fails (`EMFILE`, ...), and the stream can be polled on
+    /// after it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use eddy::net::{TcpListener, TcpStream};
+    /// use futures_lite::StreamExt;
+    ///
+    /// let rt = eddy::Runtime::new()?;
+    /// rt.block_on(async {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").await?;
+    ///     let _client = TcpStream::connect(listener.local_addr()?).await?;
+    ///     let mut incoming = listener.incoming();
+    ///     let accepted = incoming.next().await.expect("the stream never ends")?;
+    ///     assert_eq!(accepted.local_addr()?, listener.local_addr()?);
+    ///     Ok::<(), std::io::Error>(())
+    /// })?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
     }
 
     /// The address this listener is bound to.
@@ -172,6 +206,25 @@ impl TcpListener {
     /// The underlying std listener.
     pub fn get_ref(&self) -> &std::net::TcpListener {
         self.io.get_ref()
+    }
+}
+
+/// The stream of connections from [`TcpListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl futures_core::Stream for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<io::Result<TcpStream>>> {
+        self.listener
+            .poll_accept(cx)
+            .map(|accepted| Some(accepted.map(|(stream, _)| stream)))
     }
 }
 

@@ -119,7 +119,7 @@ impl Drop for TaskPanic {
     fn drop(&mut self) {
         if let Some(handler) = self.0.unretrieved.take() {
             let ctx = ExceptionContext::new("Task exception was never retrieved")
-                .with_panic_text(std::mem::take(&mut self.0.message))
+                .with_panic_message(std::mem::take(&mut self.0.message))
                 .with_task(self.0.task_id)
                 .with_location(self.0.location);
             handler.call(&ctx);

@@ -4,7 +4,7 @@ use std::fmt;
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
 use slab::Slab;
@@ -131,38 +131,49 @@ impl<T> JoinSet<T> {
 
     /// Like [`join_next`](JoinSet::join_next), with the finished task's id.
     pub async fn join_next_with_id(&mut self) -> Option<(TaskId, Result<T, TaskError>)> {
-        poll_fn(|cx| {
-            if self.tasks.is_empty() {
-                return Poll::Ready(None);
-            }
-            loop {
-                let key = {
-                    let mut f = self.finished.lock();
-                    match f.keys.pop_front() {
-                        Some(k) => k,
-                        None => {
-                            f.waker = Some(cx.waker().clone());
-                            return Poll::Pending;
-                        }
-                    }
-                };
-                let Some(task) = self.tasks.get_mut(key) else {
-                    continue;
-                };
-                match Pin::new(task).poll(cx) {
-                    Poll::Ready(res) => {
-                        let task = self.tasks.remove(key);
-                        return Poll::Ready(Some((task.id(), res)));
-                    }
-                    // The future is gone but the output is a moment away; the task wakes us.
-                    Poll::Pending => {
-                        self.finished.lock().keys.push_front(key);
+        poll_fn(|cx| self.poll_join_next_with_id(cx)).await
+    }
+
+    /// Poll form of [`join_next`](JoinSet::join_next).
+    pub fn poll_join_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<T, TaskError>>> {
+        self.poll_join_next_with_id(cx)
+            .map(|next| next.map(|(_, result)| result))
+    }
+
+    /// Poll form of [`join_next_with_id`](JoinSet::join_next_with_id).
+    pub fn poll_join_next_with_id(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<(TaskId, Result<T, TaskError>)>> {
+        if self.tasks.is_empty() {
+            return Poll::Ready(None);
+        }
+        loop {
+            let key = {
+                let mut f = self.finished.lock();
+                match f.keys.pop_front() {
+                    Some(k) => k,
+                    None => {
+                        f.waker = Some(cx.waker().clone());
                         return Poll::Pending;
                     }
                 }
+            };
+            let Some(task) = self.tasks.get_mut(key) else {
+                continue;
+            };
+            match Pin::new(task).poll(cx) {
+                Poll::Ready(res) => {
+                    let task = self.tasks.remove(key);
+                    return Poll::Ready(Some((task.id(), res)));
+                }
+                // The future is gone but the output is a moment away; the task wakes us.
+                Poll::Pending => {
+                    self.finished.lock().keys.push_front(key);
+                    return Poll::Pending;
+                }
             }
-        })
-        .await
+        }
     }
 
     /// Cancels every task in the set; they stay in it until joined (as cancelled, unless
@@ -183,5 +194,36 @@ impl<T> JoinSet<T> {
 impl<T> Drop for JoinSet<T> {
     fn drop(&mut self) {
         self.abort_all();
+    }
+}
+
+/// The results as the tasks finish (asyncio's `as_completed`); the stream ends when the set
+/// is empty.
+///
+/// # Examples
+///
+/// ```
+/// use futures_lite::StreamExt;
+///
+/// let rt = eddy::Runtime::new()?;
+/// let total: u32 = rt.block_on(async {
+///     let mut set = eddy::JoinSet::new();
+///     for i in 1..=4u32 {
+///         set.spawn(async move { i * 10 });
+///     }
+///     set.map(|r| r.unwrap()).fold(0, |a, b| a + b).await
+/// });
+/// assert_eq!(total, 100);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+impl<T> futures_core::Stream for JoinSet<T> {
+    type Item = Result<T, TaskError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_join_next(cx)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.len(), Some(self.len()))
     }
 }
