@@ -209,3 +209,75 @@ fn buffered_writes_are_made_when_the_file_is_dropped() {
         "the buffered write was lost"
     );
 }
+
+/// The pool's only thread, held by the test until the returned sender is dropped or sent to.
+fn hold_the_pool() -> (std::sync::mpsc::Sender<()>, eddy::Task<()>) {
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
+    let blocker = eddy::spawn_blocking(move || {
+        started_tx.send(()).unwrap();
+        let _ = held.recv();
+    });
+    started.recv_timeout(PATIENCE).unwrap();
+    (release, blocker)
+}
+
+fn one_pool_thread() -> eddy::Runtime {
+    eddy::Builder::new()
+        .workers(2)
+        .max_blocking_threads(1)
+        .build()
+        .unwrap()
+}
+
+/// A seek whose future is dropped before its job ran does not answer the next seek: that
+/// one seeks again, to where it asks.
+#[test]
+fn a_seek_after_a_cancelled_seek_goes_where_it_asks() {
+    let dir = TempDir::new();
+    let path = dir.file("seeks");
+    std::fs::write(&path, pattern(1000)).unwrap();
+    let byte = block_on_within(one_pool_thread(), PATIENCE, async move {
+        let mut file = File::open(&path).await.unwrap();
+        let (release, blocker) = hold_the_pool();
+        let first = futures_lite::future::poll_once(file.seek(SeekFrom::Start(100))).await;
+        assert!(first.is_none(), "the seek waits for the held pool");
+        drop(release);
+        blocker.await.unwrap();
+        assert_eq!(file.seek(SeekFrom::Start(0)).await.unwrap(), 0);
+        let mut byte = [0u8];
+        file.read_exact(&mut byte).await.unwrap();
+        byte[0]
+    });
+    assert_eq!(byte, pattern(1)[0]);
+}
+
+/// Bytes a write reported written stay written when the operation that was making them is
+/// cancelled, the file dropped and the runtime shut down before the pool ran the job.
+#[test]
+fn writes_left_in_a_cancelled_job_are_made_at_shutdown() {
+    let dir = TempDir::new();
+    let path = dir.file("cancelled-write");
+    let data = pattern(BUFFER_SIZE + 10);
+    let expected = data.clone();
+    let watched = path.clone();
+    let rt = one_pool_thread();
+    let release = block_on_within(rt, PATIENCE, async move {
+        let mut file = File::create(&path).await.unwrap();
+        let (release, _blocker) = hold_the_pool();
+        // The first BUFFER_SIZE bytes are buffered and reported written; the rest waits
+        // for a write job, which waits for the held pool.
+        let write = futures_lite::future::poll_once(file.write_all(&data)).await;
+        assert!(write.is_none());
+        drop(file);
+        release
+    });
+    // `block_on_within` dropped the runtime: the queued job was cancelled unrun.
+    let on_disk = std::fs::read(&watched).unwrap();
+    drop(release);
+    assert!(
+        on_disk == expected[..BUFFER_SIZE],
+        "{} bytes on disk, {BUFFER_SIZE} were reported written",
+        on_disk.len()
+    );
+}

@@ -338,7 +338,7 @@ fn free_functions_outside_a_runtime_panic() {
         // The message says what to do instead.
         assert_panics_with(
             "spawn_local in block_on",
-            "this is a thread inside Runtime::block_on (not a worker",
+            "this thread is not a worker: it is inside Runtime::block_on",
             || drop(eddy::spawn_local(async {})),
         );
         assert_panics_with(

@@ -458,6 +458,13 @@ fn a_reset_exception_handler_no_longer_gets_reports() {
     });
     after.recv_timeout(PATIENCE).unwrap();
     assert!(log.is_empty(), "{:?}", log.reports());
+    // The slot still works: a handler set again gets the next report.
+    let again = ExceptionLog::new();
+    rt.handle().set_exception_handler(again.handler());
+    rt.handle()
+        .call_exception_handler(&eddy::ExceptionContext::new("after the reset"));
+    assert_eq!(again.count("after the reset"), 1);
+    assert!(log.is_empty(), "{:?}", log.reports());
 }
 
 /// A handler may replace the handler from inside itself (it runs without the runtime's

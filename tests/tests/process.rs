@@ -189,3 +189,30 @@ fn a_child_running_at_shutdown_runs_on_and_is_reaped_when_it_ends() {
         proc_state(pid)
     );
 }
+
+/// A child's stdout handed back as an fd feeds the next child's stdin (a pipeline): the fd
+/// comes back in blocking mode, as a child's stdin is expected to be.
+#[test]
+fn a_childs_stdout_can_be_the_next_childs_stdin() {
+    let out = run(async {
+        let mut first = Command::new("sh")
+            .args(["-c", "sleep 0.2; echo piped"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let fd = first.stdout.take().unwrap().into_owned_fd().unwrap();
+        // SAFETY: fcntl(F_GETFL) on an fd we own has no memory-safety preconditions.
+        let flags = unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_NONBLOCK, 0, "the fd is blocking again");
+        let out = Command::new("tr")
+            .args(["a-z", "A-Z"])
+            .stdin(Stdio::from(fd))
+            .output()
+            .await
+            .unwrap();
+        assert!(first.wait().await.unwrap().success());
+        out
+    });
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"PIPED\n");
+}

@@ -82,12 +82,13 @@ where
 const SPAWN_LOCAL_OUTSIDE: &str = "no eddy runtime on this thread: spawn_local must be called \
      on an eddy worker thread (from a task or callback)";
 
-/// The panic of `spawn_local` inside `block_on`, with what to do instead.
+/// The panic of `spawn_local` on a thread that serves a runtime without being one of its
+/// workers (inside `block_on`, or a `spawn_blocking` job), with what to do instead.
 const SPAWN_LOCAL_IN_BLOCK_ON: &str = "spawn_local must be called on an eddy worker thread, \
-     and this is a thread inside Runtime::block_on (not a worker: it only waits for its one \
-     future). Spawn a task with eddy::spawn and call spawn_local inside it, creating the !Send \
-     values there too: eddy::spawn(async { let rc = Rc::new(..); \
-     eddy::spawn_local(async move { .. }).await })";
+     and this thread is not a worker: it is inside Runtime::block_on (waiting for its one \
+     future) or runs a spawn_blocking job. Spawn a task with eddy::spawn and call \
+     spawn_local inside it, creating the !Send values there too: eddy::spawn(async { let rc \
+     = Rc::new(..); eddy::spawn_local(async move { .. }).await })";
 
 pub(crate) fn spawn_local_named<F>(
     future: F,

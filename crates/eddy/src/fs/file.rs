@@ -15,7 +15,9 @@
 //! An error of a job is returned by the operation that waits for it (a write error can thus
 //! come from `flush`, or from the write that found the buffer full). Writes still in the
 //! buffer when the `File` is dropped are made by the dropping thread, and an error there is
-//! lost, as with std's `BufWriter`: call `flush` (or `close`) to see it.
+//! lost, as with std's `BufWriter`: call `flush` (or `close`) to see it. Writes that a
+//! cancelled operation left in a pool job are made by that job, or, if the pool drops it
+//! unrun at shutdown, in its drop (`Unrun`).
 
 use std::fmt;
 use std::fs::{Metadata, OpenOptions};
@@ -85,8 +87,12 @@ enum State {
 enum Done {
     Read(io::Result<usize>),
     Write(io::Result<()>),
-    /// A seek the caller asked for: its result goes to `poll_seek`.
-    Seek(io::Result<u64>),
+    /// A seek the caller asked for (`asked`): its result goes to the `poll_seek` that asks
+    /// for the same.
+    Seek {
+        asked: SeekFrom,
+        result: io::Result<u64>,
+    },
     /// The position moved back over unread read-ahead, before a write.
     Rewind(io::Result<u64>),
 }
@@ -156,6 +162,21 @@ impl Buffer {
         let back = self.unread().len() as i64;
         self.clear();
         Done::Rewind(file.seek(SeekFrom::Current(-back)))
+    }
+}
+
+/// A job's file and buffer until the job runs. A job the pool drops unrun (a runtime
+/// shutting down cancels what is queued) makes the buffered writes here, in its drop: they
+/// were reported written, and a cancelled operation may have left them in the job.
+struct Unrun(Option<(Arc<std::fs::File>, Buffer)>);
+
+impl Drop for Unrun {
+    fn drop(&mut self) {
+        if let Some((file, mut buffer)) = self.0.take() {
+            if buffer.has_writes() {
+                buffer.write_out(&file);
+            }
+        }
     }
 }
 
@@ -242,9 +263,9 @@ impl File {
         else {
             unreachable!("a job is started only when the file is idle");
         };
-        let file = self.std.clone();
+        let mut unrun = Unrun(Some((self.std.clone(), buffer)));
         self.state = State::Busy(crate::spawn_blocking(move || {
-            let mut buffer = buffer;
+            let (file, mut buffer) = unrun.0.take().expect("a job runs once");
             let done = job(&file, &mut buffer);
             (done, buffer)
         }));
@@ -378,7 +399,8 @@ impl futures_io::AsyncWrite for File {
 
 impl futures_io::AsyncSeek for File {
     /// Makes the buffered writes, then seeks; a relative seek counts from the position the
-    /// caller has read to, not from the end of the read-ahead.
+    /// caller has read to, not from the end of the read-ahead. A seek whose future was
+    /// dropped before it finished still happens; the next seek then moves again, from there.
     fn poll_seek(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -387,7 +409,8 @@ impl futures_io::AsyncSeek for File {
         let this = self.get_mut();
         loop {
             match ready!(this.poll_job(cx))? {
-                Some(Done::Seek(result)) => return Poll::Ready(result),
+                // A seek asked for by an abandoned call is done; this call asks anew.
+                Some(Done::Seek { asked, result }) if asked == pos => return Poll::Ready(result),
                 Some(done) => {
                     if let Some(e) = done.into_error() {
                         return Poll::Ready(Err(e));
@@ -401,12 +424,15 @@ impl futures_io::AsyncSeek for File {
                 this.start(|file, buffer| buffer.write_out(file));
                 continue;
             }
-            let pos = match pos {
+            let to = match pos {
                 SeekFrom::Current(n) => SeekFrom::Current(n - buffer.unread().len() as i64),
                 other => other,
             };
             buffer.clear();
-            this.start(move |mut file, _| Done::Seek(file.seek(pos)));
+            this.start(move |mut file, _| Done::Seek {
+                asked: pos,
+                result: file.seek(to),
+            });
         }
     }
 }

@@ -231,11 +231,18 @@ impl Command {
             watch,
             kill_on_drop: self.kill_on_drop,
         };
-        // On an error the child is dropped, and so reaped (and killed if asked for).
-        child.stdin = pipes.0?;
-        child.stdout = pipes.1?;
-        child.stderr = pipes.2?;
-        Ok(child)
+        match pipes {
+            (Ok(stdin), Ok(stdout), Ok(stderr)) => {
+                (child.stdin, child.stdout, child.stderr) = (stdin, stdout, stderr);
+                Ok(child)
+            }
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                // The caller gets no handle to this child: it must not run on. Dropped, it
+                // is reaped.
+                let _ = child.start_kill();
+                Err(e)
+            }
+        }
     }
 
     /// Runs the child to its end and returns its exit status. Standard streams are

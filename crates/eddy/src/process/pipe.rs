@@ -16,6 +16,10 @@ use crate::io::Async;
 /// How much [`poll_drain`] reads at a time: the default pipe capacity on Linux.
 const DRAIN_CHUNK: usize = 64 * 1024;
 
+/// The most reads [`poll_drain`] makes in one poll before it yields: a child that writes as
+/// fast as we read must not hold the worker (and an enclosing timeout) in one poll.
+const DRAIN_READS_PER_POLL: usize = 16;
+
 macro_rules! read_pipe {
     ($(#[$doc:meta])* $name:ident, $std:ty) => {
         $(#[$doc])*
@@ -30,13 +34,16 @@ macro_rules! read_pipe {
                 })
             }
 
-            /// Deregisters the pipe and gives its fd back (still non-blocking).
+            /// Deregisters the pipe and gives its fd back, in blocking mode again: ready to
+            /// be another child's stdin (`Stdio::from(fd)`), which expects a blocking one.
             ///
             /// # Errors
             ///
-            /// An error if the poller's `epoll_ctl` fails.
+            /// An error if the poller's `epoll_ctl` or `fcntl` fails.
             pub fn into_owned_fd(self) -> io::Result<OwnedFd> {
-                self.io.into_inner().map(OwnedFd::from)
+                let fd = OwnedFd::from(self.io.into_inner()?);
+                socket2::SockRef::from(&fd).set_nonblocking(false)?;
+                Ok(fd)
             }
         }
 
@@ -142,7 +149,10 @@ pub(super) fn poll_drain<P>(
 where
     P: futures_io::AsyncRead + Unpin,
 {
-    while let Some(p) = pipe {
+    for _ in 0..DRAIN_READS_PER_POLL {
+        let Some(p) = pipe else {
+            return Poll::Ready(Ok(()));
+        };
         let len = into.len();
         into.resize(len + DRAIN_CHUNK, 0);
         let read = Pin::new(p).poll_read(cx, &mut into[len..]);
@@ -159,5 +169,10 @@ where
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
         }
     }
-    Poll::Ready(Ok(()))
+    if pipe.is_none() {
+        return Poll::Ready(Ok(()));
+    }
+    // More to read: let the worker run others first, and come back.
+    cx.waker().wake_by_ref();
+    Poll::Pending
 }
