@@ -94,27 +94,16 @@ fn small_reads_are_served_from_the_buffer() {
     let dir = TempDir::new();
     let path = dir.file("small-reads");
     std::fs::write(&path, pattern(BUFFER_SIZE)).unwrap();
-    let rt = eddy::Builder::new()
-        .workers(2)
-        .max_blocking_threads(1)
-        .build()
-        .unwrap();
-    let read = block_on_within(rt, PATIENCE, async move {
+    let read = block_on_within(one_pool_thread(), PATIENCE, async move {
         let mut file = File::open(&path).await.unwrap();
         let mut first = [0u8; 1];
         file.read_exact(&mut first).await.unwrap(); // fills the buffer
-        let (hold, held) = async_channel::bounded::<()>(1);
-        let (started_tx, started) = async_channel::bounded::<()>(1);
-        let blocker = eddy::spawn_blocking(move || {
-            started_tx.send_blocking(()).unwrap();
-            let _ = held.recv_blocking();
-        });
-        started.recv().await.unwrap(); // the pool's one thread is now busy
+        let (release, blocker) = hold_the_pool();
         let mut rest = vec![0u8; BUFFER_SIZE - 1];
         for byte in rest.chunks_mut(10) {
             file.read_exact(byte).await.unwrap();
         }
-        drop(hold);
+        drop(release);
         blocker.await.unwrap();
         let mut all = first.to_vec();
         all.extend_from_slice(&rest);
