@@ -98,11 +98,12 @@ enum Done {
 }
 
 impl Done {
-    /// The error to hand the caller of an operation other than the seek, if any.
-    fn into_error(self) -> Option<io::Error> {
+    /// What the job did, or the error it met, which the operation waiting for it returns
+    /// (a seek's result stays with the seek, for `poll_seek`).
+    fn check(self) -> io::Result<Done> {
         match self {
-            Done::Read(Err(e)) | Done::Write(Err(e)) | Done::Rewind(Err(e)) => Some(e),
-            _ => None,
+            Done::Read(Err(e)) | Done::Write(Err(e)) | Done::Rewind(Err(e)) => Err(e),
+            done => Ok(done),
         }
     }
 }
@@ -271,7 +272,8 @@ impl File {
         }));
     }
 
-    /// Waits for the job in flight, if any: `Some` with what it did, `None` if idle.
+    /// Waits for the job in flight, if any: `Some` with what it did, `None` if idle, or the
+    /// job's error.
     fn poll_job(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Done>>> {
         let State::Busy(task) = &mut self.state else {
             return Poll::Ready(Ok(None));
@@ -280,7 +282,7 @@ impl File {
         Poll::Ready(match finished {
             Ok((done, buffer)) => {
                 self.state = State::Idle(buffer);
-                Ok(Some(done))
+                done.check().map(Some)
             }
             Err(e) => {
                 self.state = State::Idle(Buffer::default());
@@ -300,10 +302,7 @@ impl File {
     /// Waits until idle with no writes in the buffer.
     fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
-            if let Some(done) = ready!(self.poll_job(cx))? {
-                if let Some(e) = done.into_error() {
-                    return Poll::Ready(Err(e));
-                }
+            if ready!(self.poll_job(cx))?.is_some() {
                 continue;
             }
             if !self.idle().has_writes() {
@@ -325,9 +324,6 @@ impl futures_io::AsyncRead for File {
             if let Some(done) = ready!(this.poll_job(cx))? {
                 if let Done::Read(Ok(0)) = done {
                     return Poll::Ready(Ok(0));
-                }
-                if let Some(e) = done.into_error() {
-                    return Poll::Ready(Err(e));
                 }
                 continue;
             }
@@ -360,10 +356,7 @@ impl futures_io::AsyncWrite for File {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         loop {
-            if let Some(done) = ready!(this.poll_job(cx))? {
-                if let Some(e) = done.into_error() {
-                    return Poll::Ready(Err(e));
-                }
+            if ready!(this.poll_job(cx))?.is_some() {
                 continue;
             }
             let buffer = this.idle();
@@ -411,12 +404,7 @@ impl futures_io::AsyncSeek for File {
             match ready!(this.poll_job(cx))? {
                 // A seek asked for by an abandoned call is done; this call asks anew.
                 Some(Done::Seek { asked, result }) if asked == pos => return Poll::Ready(result),
-                Some(done) => {
-                    if let Some(e) = done.into_error() {
-                        return Poll::Ready(Err(e));
-                    }
-                    continue;
-                }
+                Some(_) => continue,
                 None => {}
             }
             let buffer = this.idle();
