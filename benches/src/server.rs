@@ -92,3 +92,36 @@ pub fn smol_executor(threads: usize) -> std::sync::Arc<async_executor::Executor<
     }
     ex
 }
+
+/// Asks Linux for scheduler time slices of `slice` on the calling thread, and so on every
+/// thread it starts afterwards (they inherit it): what eddy's `Builder::worker_time_slice`
+/// does for its own threads, for giving tokio's and smol's servers the same
+/// (`mixed --slice all`). Policy `SCHED_OTHER`, nice 0, as a benchmark server runs.
+pub fn request_time_slice(slice: std::time::Duration) -> io::Result<()> {
+    /// `struct sched_attr`, first version (48 bytes).
+    #[repr(C)]
+    #[derive(Default)]
+    struct SchedAttr {
+        size: u32,
+        policy: u32,
+        flags: u64,
+        nice: i32,
+        priority: u32,
+        runtime: u64,
+        deadline: u64,
+        period: u64,
+    }
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        runtime: slice.as_nanos() as u64,
+        ..SchedAttr::default()
+    };
+    // SAFETY: the kernel reads `attr.size` bytes from a valid `SchedAttr` that outlives the
+    // call; pid 0 is the calling thread.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -27,6 +27,17 @@
 //!   smol: a spawned task) whose end the handler awaits;
 //! * `sleep`: the handler blocks its thread in `std::thread::sleep` (a blocking system call);
 //! * `two-heavy`: `spin` with two heavy connections, so that both workers can be busy.
+//!
+//! `--slice` says which servers ask Linux for a short scheduler time slice: `default` (eddy
+//! does, by default: `Builder::worker_time_slice`; tokio and smol run with the kernel's),
+//! `off` (none does), `all` (tokio's and smol's threads ask for eddy's default too), so that
+//! what the slice buys eddy can be told from what it would buy the others.
+//!
+//! `--timeline` also prints, for each run, where in the heavy connection's period the slow
+//! light requests were: light requests grouped by when they were due after the last heavy
+//! request was sent (0.5 ms groups), each group with its p99 and how many took over 2 ms,
+//! for the groups with any over 2 ms. A stall shows as a run of groups whose due time plus
+//! p99 is the same moment: when what was stranded got served.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -51,6 +62,11 @@ const SLOW: Duration = Duration::from_millis(5);
 const WARM_UP: Duration = Duration::from_secs(1);
 /// How long the client waits for the answers still out when the measured interval ends.
 const DRAIN: Duration = Duration::from_secs(2);
+/// `--timeline`: the width of a group, and how many groups cover the heavy period.
+const TIMELINE_STEP: Duration = Duration::from_micros(500);
+const TIMELINE_GROUPS: usize = 200;
+/// The slice `--slice all` gives tokio and smol: eddy's default.
+const SHORT_SLICE: Duration = Duration::from_micros(100);
 
 const RUNTIMES: [&str; 3] = ["eddy", "tokio", "smol"];
 const VARIANTS: [&str; 5] = ["none", "spin", "callback", "sleep", "two-heavy"];
@@ -65,8 +81,14 @@ fn main() -> io::Result<()> {
     };
     if let Some(name) = value("--serve") {
         let job = value("--job").unwrap_or_else(|| "spin".into());
-        return serve(&name, LongJob::parse(&job)?);
+        let slice = value("--slice").unwrap_or_else(|| "default".into());
+        return serve(&name, LongJob::parse(&job)?, &slice);
     }
+    let slice = value("--slice").unwrap_or_else(|| "default".into());
+    if !["default", "off", "all"].contains(&slice.as_str()) {
+        return Err(io::Error::other(format!("unknown --slice {slice}")));
+    }
+    let timeline = args.iter().any(|a| a == "--timeline");
     let secs: u64 = value("--secs").and_then(|s| s.parse().ok()).unwrap_or(5);
     let runs: usize = value("--runs").and_then(|s| s.parse().ok()).unwrap_or(3);
     let only = value("--only");
@@ -85,7 +107,8 @@ fn main() -> io::Result<()> {
         .collect();
     println!(
         "light: {LIGHT} connections, one request every {LIGHT_PERIOD:?} each; \
-         long job {LONG_JOB:?}; {secs} s measured after {WARM_UP:?}, {runs} runs\n"
+         long job {LONG_JOB:?}; {secs} s measured after {WARM_UP:?}, {runs} runs, \
+         --slice {slice}\n"
     );
     for variant in variants {
         let (job, heavy) = match variant {
@@ -101,10 +124,14 @@ fn main() -> io::Result<()> {
         let mut results: Vec<Vec<LightStats>> = vec![Vec::new(); runtimes.len()];
         for run in 1..=runs {
             for (r, name) in runtimes.iter().enumerate() {
-                let server = Server::start(&["--serve", name, "--job", job])?;
-                let stats = load(server.addr, server.pid(), heavy, Duration::from_secs(secs))?;
+                let server = Server::start(&["--serve", name, "--job", job, "--slice", &slice])?;
+                let (stats, groups) =
+                    load(server.addr, server.pid(), heavy, Duration::from_secs(secs))?;
                 server.stop();
                 println!("| {name} | {run} | {} |", stats.row());
+                if timeline {
+                    print_timeline(&groups);
+                }
                 results[r].push(stats);
             }
         }
@@ -162,15 +189,50 @@ struct Conn {
     heavy: bool,
     period: Duration,
     next_send: Instant,
-    /// When each request still out was due, oldest first.
-    out: VecDeque<Instant>,
+    /// When each request still out was due, oldest first, with its timeline group.
+    out: VecDeque<(Instant, Option<usize>)>,
     /// Bytes of the next echo received so far.
     partial: usize,
 }
 
+/// Light latencies grouped by when the request was due after the last heavy request was sent
+/// (`--timeline`).
+type Timeline = Vec<Histogram<u64>>;
+
+fn print_timeline(groups: &Timeline) {
+    for (i, h) in groups.iter().enumerate() {
+        let over = h.count_between(2_001, u64::MAX);
+        if over > 0 {
+            let from = TIMELINE_STEP * i as u32;
+            println!(
+                "    due {from:>8.1?} after H: {:>5} requests, p99 {:>5} µs, {over:>4} over 2 ms",
+                h.len(),
+                h.value_at_quantile(0.99)
+            );
+        }
+    }
+}
+
+/// The `--timeline` group of a light request due at `due`, if a heavy request was sent
+/// before it (within the histogram's reach).
+fn timeline_group(due: Instant, last_heavy: Option<Instant>) -> Option<usize> {
+    let since = due.checked_duration_since(last_heavy?)?;
+    let group = (since.as_nanos() / TIMELINE_STEP.as_nanos()) as usize;
+    (group < TIMELINE_GROUPS).then_some(group)
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram")
+}
+
 /// Paced load on `LIGHT` light and `heavy` heavy connections; light latencies of requests due
-/// within the measured interval.
-fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<LightStats> {
+/// within the measured interval, in all and by [`timeline_group`].
+fn load(
+    addr: SocketAddr,
+    pid: u32,
+    heavy: usize,
+    dur: Duration,
+) -> io::Result<(LightStats, Timeline)> {
     let poller = polling::Poller::new()?;
     let start = Instant::now();
     let mut conns = Vec::with_capacity(LIGHT + heavy);
@@ -201,7 +263,9 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
     }
     let measure_from = start + WARM_UP;
     let measure_to = measure_from + dur;
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("histogram");
+    let mut hist = histogram();
+    let mut timeline: Timeline = (0..TIMELINE_GROUPS).map(|_| histogram()).collect();
+    let mut last_heavy = None;
     let mut slow = 0u64;
     let mut events = polling::Events::new();
     let mut buf = [0u8; MSG * 16];
@@ -218,7 +282,7 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
         if !sending {
             let waiting = conns
                 .iter()
-                .any(|c| !c.heavy && c.out.front().is_some_and(|&t| t < measure_to));
+                .any(|c| !c.heavy && c.out.front().is_some_and(|&(t, _)| t < measure_to));
             if !waiting || now >= measure_to + DRAIN {
                 break;
             }
@@ -237,7 +301,11 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
                             return Err(io::Error::other("client send buffer full"));
                         }
                     }
-                    c.out.push_back(c.next_send);
+                    if c.heavy {
+                        last_heavy = Some(c.next_send);
+                    }
+                    let group = timeline_group(c.next_send, last_heavy);
+                    c.out.push_back((c.next_send, group));
                     c.next_send += c.period;
                 }
                 next_due = next_due.min(c.next_send);
@@ -255,10 +323,15 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
                         c.partial += n;
                         while c.partial >= MSG {
                             c.partial -= MSG;
-                            let due = c.out.pop_front().expect("an echo of a request sent");
+                            let (due, group) =
+                                c.out.pop_front().expect("an echo of a request sent");
                             if !c.heavy && due >= measure_from && due < measure_to {
                                 let lat = now - due;
-                                let _ = hist.record(lat.as_micros().max(1) as u64);
+                                let micros = lat.as_micros().max(1) as u64;
+                                let _ = hist.record(micros);
+                                if let Some(g) = group {
+                                    let _ = timeline[g].record(micros);
+                                }
                                 slow += (lat > SLOW) as u64;
                             }
                         }
@@ -271,10 +344,10 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
     }
     // Requests still out after the drain count as the slowest of all.
     for c in conns.iter().filter(|c| !c.heavy) {
-        for &due in c
+        for &(due, _) in c
             .out
             .iter()
-            .filter(|&&t| t >= measure_from && t < measure_to)
+            .filter(|&&(t, _)| t >= measure_from && t < measure_to)
         {
             let _ = hist.record(Instant::now().duration_since(due).as_micros() as u64);
             slow += 1;
@@ -285,7 +358,7 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
     }
     let ticks = cpu.1.unwrap_or(0).saturating_sub(cpu.0.unwrap_or(0));
     let cpu_pct = ticks as f64 / clock_ticks_per_sec() as f64 / dur.as_secs_f64() * 100.0;
-    Ok(LightStats {
+    let stats = LightStats {
         cpu_pct: cpu_pct.round() as u64,
         p50: hist.value_at_quantile(0.5),
         p99: hist.value_at_quantile(0.99),
@@ -293,7 +366,8 @@ fn load(addr: SocketAddr, pid: u32, heavy: usize, dur: Duration) -> io::Result<L
         max: hist.max(),
         slow,
         requests: hist.len(),
-    })
+    };
+    Ok((stats, timeline))
 }
 
 // ----- the servers ----------------------------------------------------------------------------
@@ -332,18 +406,26 @@ impl LongJob {
     }
 }
 
-fn serve(name: &str, job: LongJob) -> io::Result<()> {
+fn serve(name: &str, job: LongJob, slice: &str) -> io::Result<()> {
     exit_with_parent();
+    if slice == "all" && name != "eddy" {
+        // Before the runtime's threads start: they inherit it.
+        eddy_benches::server::request_time_slice(SHORT_SLICE)?;
+    }
     match name {
-        "eddy" => serve_eddy(job),
+        "eddy" => serve_eddy(job, slice != "off"),
         "tokio" => serve_tokio(job),
         "smol" => serve_smol(job),
         other => Err(io::Error::other(format!("unknown server {other}"))),
     }
 }
 
-fn serve_eddy(job: LongJob) -> io::Result<()> {
-    let rt = eddy::Builder::new().workers(2).build()?;
+fn serve_eddy(job: LongJob, short_slice: bool) -> io::Result<()> {
+    let mut builder = eddy::Builder::new().workers(2);
+    if !short_slice {
+        builder = builder.worker_time_slice(None);
+    }
+    let rt = builder.build()?;
     rt.block_on(async {
         let listener = eddy::net::TcpListener::bind("127.0.0.1:0").await?;
         announce(listener.local_addr()?);

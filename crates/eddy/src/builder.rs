@@ -45,6 +45,7 @@ pub struct Builder {
     hooks: ThreadHooks,
     run_shutdown_timeout: Duration,
     start_paused: bool,
+    time_slice: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -66,6 +67,7 @@ impl fmt::Debug for Builder {
             .field("hooks", &self.hooks)
             .field("run_shutdown_timeout", &self.run_shutdown_timeout)
             .field("start_paused", &self.start_paused)
+            .field("worker_time_slice", &self.time_slice)
             .finish()
     }
 }
@@ -87,7 +89,41 @@ impl Builder {
             hooks: ThreadHooks::default(),
             run_shutdown_timeout: crate::SHUTDOWN_TIMEOUT,
             start_paused: false,
+            time_slice: Some(crate::time_slice::DEFAULT_TIME_SLICE),
         }
+    }
+
+    /// The scheduler time slice the workers, spares and monitor ask Linux for (default:
+    /// 100 µs, the shortest the kernel honours; `None` leaves them the kernel's own,
+    /// about 3 ms).
+    ///
+    /// A worker stuck in a long job is served by a sibling that the monitor sends, and both
+    /// need a CPU at once, possibly the one the long job is running on. A thread with a short
+    /// slice that wakes there preempts the job instead of waiting for the next timer tick
+    /// (4 ms on many kernels), so the stuck worker's sockets and queue wait microseconds.
+    /// It changes how a thread's CPU time is cut up, not how much it gets. Kernels before
+    /// 6.12 ignore the request; where the call is refused, the threads run as before.
+    ///
+    /// Slices outside 100 µs to 100 ms make [`build`](Builder::build) fail.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = eddy::Builder::new()
+    ///     .workers(2)
+    ///     .worker_time_slice(Some(Duration::from_millis(1)))
+    ///     .build()?;
+    /// assert_eq!(rt.block_on(async { 1 }), 1);
+    ///
+    /// let refused = eddy::Builder::new()
+    ///     .worker_time_slice(Some(Duration::from_micros(10)))
+    ///     .build();
+    /// assert_eq!(refused.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn worker_time_slice(mut self, slice: Option<Duration>) -> Self {
+        self.time_slice = slice;
+        self
     }
 
     /// Starts the runtime with its clock paused (for tests): time stands still and jumps
@@ -252,6 +288,10 @@ impl Builder {
                 format!("too many workers: {n}"),
             ));
         }
+        let time_slice = self
+            .time_slice
+            .map(crate::time_slice::validate)
+            .transpose()?;
         let debug = self.debug.unwrap_or_else(|| {
             std::env::var("EDDY_DEBUG").is_ok_and(|v| !v.is_empty() && v != "0")
         });
@@ -275,6 +315,7 @@ impl Builder {
             debug,
             slow_callback_duration: self.slow_callback_duration,
             run_shutdown_timeout: self.run_shutdown_timeout,
+            time_slice,
         };
         let shared = Arc::new(Shared::new(
             slots,
@@ -301,7 +342,10 @@ impl Builder {
             let shared2 = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("{}-monitor", self.thread_name))
-                .spawn(move || crate::worker::monitor::run(&shared2));
+                .spawn(move || {
+                    crate::time_slice::request(time_slice);
+                    crate::worker::monitor::run(&shared2)
+                });
             keep_or_unwind(spawned, &mut threads, &shared)?;
         }
         Ok(Runtime::from_parts(shared, threads))

@@ -71,6 +71,7 @@ mod run;
 mod runtime;
 mod sync;
 pub mod task;
+mod time_slice;
 mod timer;
 mod worker;
 

@@ -77,6 +77,7 @@ impl crate::task::cell::Queue for BlockingQueue {
         shared.blocking.push(runnable, |name| {
             let shared = shared.clone();
             let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                crate::time_slice::restore_default(shared.config.time_slice);
                 // Blocking jobs belong to the runtime: `eddy::spawn`, `call_soon`,
                 // `eddy::time()` work inside them, as inside `block_on`.
                 let _guest = crate::context::enter_guest(shared.clone());

@@ -80,6 +80,8 @@ pub(crate) struct Config {
     pub(crate) debug: bool,
     pub(crate) slow_callback_duration: Duration,
     pub(crate) run_shutdown_timeout: Duration,
+    /// The scheduler slice the runtime's own threads ask the kernel for (`time_slice`).
+    pub(crate) time_slice: Option<Duration>,
 }
 
 /// The parts of one worker that other threads may touch.
@@ -308,6 +310,7 @@ impl Shared {
             debug: false,
             slow_callback_duration: Duration::from_millis(100),
             run_shutdown_timeout: Duration::from_secs(1),
+            time_slice: None,
         };
         let pool = BlockingPool::new(
             1,
