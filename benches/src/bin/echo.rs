@@ -63,8 +63,11 @@ fn main() -> io::Result<()> {
     println!(
         "| server | conns | req/s | p50 µs | p99 µs | server CPU µs/req |\n|---|---|---|---|---|---|"
     );
-    for name in ["epoll", "eddy", "tokio", "smol"] {
-        if only.is_some_and(|o| o != name) {
+    // `--slice-ab`: eddy once more, its threads left at the kernel's time slice
+    // (`Builder::worker_time_slice(None)`), to see what the default slice costs here.
+    let slice_ab = args.iter().any(|a| a == "--slice-ab");
+    for name in ["epoll", "eddy", "eddy-kernel-slice", "tokio", "smol"] {
+        if only.is_some_and(|o| o != name) || (name == "eddy-kernel-slice" && !slice_ab) {
             continue;
         }
         let server = Server::start(&["--serve", name])?;
@@ -172,7 +175,8 @@ fn load(addr: SocketAddr, conns: usize, dur: Duration, server_pid: u32) -> io::R
 fn serve(name: &str) -> io::Result<()> {
     exit_with_parent();
     match name {
-        "eddy" => serve_eddy(),
+        "eddy" => serve_eddy(true),
+        "eddy-kernel-slice" => serve_eddy(false),
         "tokio" => serve_tokio(),
         "smol" => serve_smol(),
         "epoll" => serve_epoll(),
@@ -180,14 +184,18 @@ fn serve(name: &str) -> io::Result<()> {
     }
 }
 
-fn serve_eddy() -> io::Result<()> {
+fn serve_eddy(short_slice: bool) -> io::Result<()> {
     // EDDY_BENCH_WORKERS and EDDY_BENCH_METRICS are for experiments; the table uses 2 workers
     // like every other server.
     let workers = std::env::var("EDDY_BENCH_WORKERS")
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(2);
-    let rt = std::sync::Arc::new(eddy::Builder::new().workers(workers).build()?);
+    let mut builder = eddy::Builder::new().workers(workers);
+    if !short_slice {
+        builder = builder.worker_time_slice(None);
+    }
+    let rt = std::sync::Arc::new(builder.build()?);
     if let Ok(path) = std::env::var("EDDY_BENCH_METRICS") {
         let rt = rt.clone();
         std::thread::spawn(move || log_metrics(&rt, &path));
