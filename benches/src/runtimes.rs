@@ -153,11 +153,12 @@ impl Runtime for Eddy {
     type Timer = eddy::TimerHandle;
 
     fn build(workers: usize) -> Self {
-        let rt = eddy::Builder::new()
-            .workers(workers)
-            .debug(false)
-            .build()
-            .expect("build eddy runtime");
+        let mut builder = eddy::Builder::new().workers(workers).debug(false);
+        // An A/B switch for experiments: the workers keep the kernel's time slice.
+        if std::env::var_os("EDDY_BENCH_KERNEL_SLICE").is_some() {
+            builder = builder.worker_time_slice(None);
+        }
+        let rt = builder.build().expect("build eddy runtime");
         Eddy { rt }
     }
 
