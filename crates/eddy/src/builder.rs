@@ -94,8 +94,8 @@ impl Builder {
     }
 
     /// The scheduler time slice the workers, spares and monitor ask Linux for (default:
-    /// 100 µs, the shortest the kernel honours; `None` leaves them the kernel's own,
-    /// about 3 ms).
+    /// 100 µs, the shortest the kernel honours; `None` leaves them the slice they inherit,
+    /// usually the kernel's default of one to a few milliseconds, more with more CPUs).
     ///
     /// A worker stuck in a long job is served by a sibling that the monitor sends, and both
     /// need a CPU at once, possibly the one the long job is running on. A thread with a short
