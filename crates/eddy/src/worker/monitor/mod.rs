@@ -14,8 +14,15 @@
 //! * Once every worker is parked and none ran a cycle for a whole look, it sleeps on a
 //!   condition variable until one wakes up (a worker leaving its park checks one flag, and
 //!   signals only if the monitor sleeps): an idle runtime costs nothing.
-//! * For [`HELP_MEMORY`] after it last sent help, it looks every [`WATCH_INTERVAL`]: a
-//!   server whose handlers now and then run long keeps its rescues quick.
+//! * For [`HELP_MEMORY`] after it last sent help, it watches ([`Watching`]): a server whose
+//!   handlers now and then run long keeps its rescues quick. How closely depends on what it
+//!   last helped with. After a long job (a worker seen stuck for [`LONG_JOB`],
+//!   [`is_long_job`]) it looks every [`WATCH_INTERVAL`]. Otherwise the stuck worker was
+//!   most likely a thread waiting for a CPU (on a busy machine, a scheduler slice of
+//!   another process); rescuing its sockets still shortens the tail, but such stalls come
+//!   all the time on a loaded server, and looking every [`WATCH_INTERVAL`] because of them
+//!   kept the monitor waking 4,000 times a second, a tenth of a core, so it looks every
+//!   [`STALL_WATCH_INTERVAL`].
 //! * Otherwise it looks every [`CALM_INTERVAL`] while some workers are parked (someone to
 //!   send), and every [`BUSY_INTERVAL`] while every worker is awake (only spares to send,
 //!   and busy workers look after each other between jobs, `siblings`).
@@ -41,8 +48,19 @@ use super::shared::{Shared, WorkerSlot};
 /// finds the stuck worker past it.
 pub(crate) const WATCH_INTERVAL: Duration = crate::reactor::STUCK_IO_GRACE;
 
-/// How long after sending help the monitor keeps looking every [`WATCH_INTERVAL`].
+/// How often the monitor looks while it recently helped a worker that was not in a long
+/// job: twice [`WATCH_INTERVAL`], half the wake-ups, for stalls that mostly end by
+/// themselves within a scheduler slice.
+const STALL_WATCH_INTERVAL: Duration = Duration::from_micros(500);
+
+/// How long after sending help the monitor keeps watching ([`Watching`]).
 const HELP_MEMORY: Duration = Duration::from_secs(1);
+
+/// How long a worker must be seen stuck before the monitor takes it for a long job and
+/// watches closely: longer than a thread waits for a CPU on a busy machine (a scheduler
+/// slice of a few milliseconds, ended at a timer tick), far shorter than a handler that
+/// parses, compresses or hashes inline.
+const LONG_JOB: Duration = Duration::from_millis(5);
 
 /// How often it looks otherwise while some workers are parked.
 const CALM_INTERVAL: Duration = Duration::from_millis(1);
@@ -59,8 +77,20 @@ pub(crate) struct Look {
     pub(crate) parked: usize,
     /// Whether any completed a cycle since the previous look.
     pub(crate) moved: bool,
-    /// Whether help was sent within [`HELP_MEMORY`].
-    pub(crate) helped_recently: bool,
+    /// What help it sent within [`HELP_MEMORY`].
+    pub(crate) watching: Watching,
+}
+
+/// How closely the monitor watches, after the help it sent within [`HELP_MEMORY`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Watching {
+    /// It sent none.
+    #[default]
+    No,
+    /// It helped only workers that were stuck for less than [`LONG_JOB`].
+    Stalls,
+    /// It helped a worker in a long job.
+    LongJobs,
 }
 
 /// When the monitor looks next.
@@ -76,8 +106,10 @@ impl MonitorPace {
     pub(crate) fn next(look: Look) -> MonitorPace {
         if look.awake == 0 && !look.moved {
             MonitorPace::UntilWoken
-        } else if look.helped_recently {
+        } else if look.watching == Watching::LongJobs {
             MonitorPace::After(WATCH_INTERVAL)
+        } else if look.watching == Watching::Stalls {
+            MonitorPace::After(STALL_WATCH_INTERVAL)
         } else if look.parked > 0 {
             MonitorPace::After(CALM_INTERVAL)
         } else {
@@ -122,6 +154,9 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let state = &shared.monitor;
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
     let mut last_help: Option<Instant> = None;
+    let mut last_long_job_help: Option<Instant> = None;
+    // Since which look each worker has been stuck without a break.
+    let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
     while !shared.is_closed() {
         {
@@ -174,10 +209,29 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 }
             }
         }
-        if send_help(shared, &stuck, &still) {
-            last_help = Some(Instant::now());
+        let now = Instant::now();
+        for (i, since) in stuck_since.iter_mut().enumerate() {
+            *since = if stuck.contains(&i) {
+                Some(since.unwrap_or(now))
+            } else {
+                None
+            };
         }
-        look.helped_recently = last_help.is_some_and(|t| t.elapsed() < HELP_MEMORY);
+        let long_job = stuck_since.iter().flatten().any(|&t| is_long_job(now - t));
+        if send_help(shared, &stuck, &still) {
+            last_help = Some(now);
+            if long_job {
+                last_long_job_help = Some(now);
+            }
+        }
+        let recent = |t: Option<Instant>| t.is_some_and(|t| now - t < HELP_MEMORY);
+        look.watching = if recent(last_long_job_help) {
+            Watching::LongJobs
+        } else if recent(last_help) {
+            Watching::Stalls
+        } else {
+            Watching::No
+        };
         pace = MonitorPace::next(look);
     }
 }
@@ -222,6 +276,12 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
         })
 }
 
+/// Whether a worker seen stuck at every look for `stuck_for` is in a long job, not a thread
+/// that waited a scheduler slice for a CPU.
+fn is_long_job(stuck_for: Duration) -> bool {
+    stuck_for >= LONG_JOB
+}
+
 /// Whether a dead worker still has something no sibling serves yet: queued jobs, or a
 /// timer heap and sockets that no sibling has adopted (nested its epoll) yet.
 fn needs_adopting(w: &WorkerSlot) -> bool {
@@ -232,12 +292,12 @@ fn needs_adopting(w: &WorkerSlot) -> bool {
 mod tests {
     use super::*;
 
-    fn look(awake: usize, parked: usize, moved: bool, helped_recently: bool) -> Look {
+    fn look(awake: usize, parked: usize, moved: bool, watching: Watching) -> Look {
         Look {
             awake,
             parked,
             moved,
-            helped_recently,
+            watching,
         }
     }
 
@@ -247,6 +307,25 @@ mod tests {
         assert_eq!(Seen::of(false, 7, 8), Seen::Moving);
         assert_eq!(Seen::of(true, 7, 7), Seen::Parked);
         assert_eq!(Seen::of(true, 7, 9), Seen::Parked);
+    }
+
+    #[test]
+    fn after_helping_with_short_stalls_only_it_watches_less_closely() {
+        for (awake, parked) in [(1, 1), (2, 0)] {
+            assert_eq!(
+                MonitorPace::next(look(awake, parked, true, Watching::Stalls)),
+                MonitorPace::After(STALL_WATCH_INTERVAL)
+            );
+        }
+        assert!(WATCH_INTERVAL < STALL_WATCH_INTERVAL && STALL_WATCH_INTERVAL < CALM_INTERVAL);
+    }
+
+    #[test]
+    fn a_long_job_outlasts_a_wait_for_a_cpu() {
+        assert!(!is_long_job(Duration::ZERO), "seen stuck at one look only");
+        assert!(!is_long_job(Duration::from_millis(4)), "a slice and a tick");
+        assert!(is_long_job(LONG_JOB));
+        assert!(LONG_JOB > CALM_INTERVAL, "more than one calm look");
     }
 
     #[test]
@@ -260,11 +339,11 @@ mod tests {
     #[test]
     fn a_runtime_with_nothing_to_do_is_not_watched() {
         assert_eq!(
-            MonitorPace::next(look(0, 2, false, false)),
+            MonitorPace::next(look(0, 2, false, Watching::No)),
             MonitorPace::UntilWoken
         );
         assert_eq!(
-            MonitorPace::next(look(0, 2, false, true)),
+            MonitorPace::next(look(0, 2, false, Watching::LongJobs)),
             MonitorPace::UntilWoken,
             "not even right after a rescue"
         );
@@ -274,7 +353,7 @@ mod tests {
     fn one_more_look_after_the_last_worker_parked() {
         // It ran a cycle since the previous look: it may park and wake again at once.
         assert_eq!(
-            MonitorPace::next(look(0, 2, true, false)),
+            MonitorPace::next(look(0, 2, true, Watching::No)),
             MonitorPace::After(CALM_INTERVAL)
         );
     }
@@ -283,7 +362,7 @@ mod tests {
     fn after_sending_help_the_monitor_watches_closely() {
         for (awake, parked) in [(1, 1), (2, 0)] {
             assert_eq!(
-                MonitorPace::next(look(awake, parked, true, true)),
+                MonitorPace::next(look(awake, parked, true, Watching::LongJobs)),
                 MonitorPace::After(WATCH_INTERVAL)
             );
         }
@@ -292,12 +371,12 @@ mod tests {
     #[test]
     fn otherwise_it_looks_less_often_the_less_a_look_can_do() {
         assert_eq!(
-            MonitorPace::next(look(1, 1, false, false)),
+            MonitorPace::next(look(1, 1, false, Watching::No)),
             MonitorPace::After(CALM_INTERVAL),
             "a worker stuck in one job moves nothing"
         );
         assert_eq!(
-            MonitorPace::next(look(2, 0, true, false)),
+            MonitorPace::next(look(2, 0, true, Watching::No)),
             MonitorPace::After(BUSY_INTERVAL)
         );
         assert!(WATCH_INTERVAL < CALM_INTERVAL && CALM_INTERVAL < BUSY_INTERVAL);
