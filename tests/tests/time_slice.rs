@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use eddy_tests::{with_deadline, Anchors, HeldJob, PATIENCE};
+use eddy_tests::{wait_until, with_deadline, Anchors, HeldJob, PATIENCE};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -129,8 +129,19 @@ fn without_a_slice_the_threads_keep_the_one_they_inherit() {
         );
         if kernel_honours_slices() {
             let inherited = own_slice_of("thread-self");
+            // A new thread names itself once it runs: wait for all three.
+            let all_named = || {
+                let names: Vec<String> = threads_named("tsn-").into_iter().map(|t| t.0).collect();
+                ["tsn-0", "tsn-1", "tsn-monitor"]
+                    .iter()
+                    .all(|n| names.iter().any(|m| m == n))
+            };
+            assert!(
+                wait_until(PATIENCE, all_named),
+                "{:?}",
+                threads_named("tsn-")
+            );
             let threads = threads_named("tsn-");
-            assert!(threads.len() >= 3, "{threads:?}");
             for (name, slice) in &threads {
                 assert_eq!(*slice, inherited, "{name}: {threads:?}");
             }
