@@ -310,17 +310,6 @@ mod tests {
     }
 
     #[test]
-    fn after_helping_with_short_stalls_only_it_watches_less_closely() {
-        for (awake, parked) in [(1, 1), (2, 0)] {
-            assert_eq!(
-                MonitorPace::next(look(awake, parked, true, Watching::Stalls)),
-                MonitorPace::After(STALL_WATCH_INTERVAL)
-            );
-        }
-        assert!(WATCH_INTERVAL < STALL_WATCH_INTERVAL && STALL_WATCH_INTERVAL < CALM_INTERVAL);
-    }
-
-    #[test]
     fn a_long_job_outlasts_a_wait_for_a_cpu() {
         assert!(!is_long_job(Duration::ZERO), "seen stuck at one look only");
         assert!(!is_long_job(Duration::from_millis(4)), "a slice and a tick");
@@ -359,13 +348,19 @@ mod tests {
     }
 
     #[test]
-    fn after_sending_help_the_monitor_watches_closely() {
-        for (awake, parked) in [(1, 1), (2, 0)] {
-            assert_eq!(
-                MonitorPace::next(look(awake, parked, true, Watching::LongJobs)),
-                MonitorPace::After(WATCH_INTERVAL)
-            );
+    fn after_sending_help_the_monitor_watches_closely_and_closest_after_a_long_job() {
+        for (watching, interval) in [
+            (Watching::LongJobs, WATCH_INTERVAL),
+            (Watching::Stalls, STALL_WATCH_INTERVAL),
+        ] {
+            for (awake, parked) in [(1, 1), (2, 0)] {
+                assert_eq!(
+                    MonitorPace::next(look(awake, parked, true, watching)),
+                    MonitorPace::After(interval)
+                );
+            }
         }
+        assert!(WATCH_INTERVAL < STALL_WATCH_INTERVAL && STALL_WATCH_INTERVAL < CALM_INTERVAL);
     }
 
     #[test]
