@@ -90,6 +90,8 @@ pub(crate) fn spawn_thread(
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let shared = shared.clone();
     std::thread::Builder::new().name(name).spawn(move || {
+        let tid = monitor::thread_state::current_tid();
+        shared.workers[index].tid.store(tid, SeqCst);
         crate::time_slice::request(shared.config.time_slice);
         hooks.wrap(&shared.handler, || {
             let worker = Rc::new(Worker::new(index, shared.clone(), queue));

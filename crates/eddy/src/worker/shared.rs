@@ -16,7 +16,7 @@
 use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::atomic::{self, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{self, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -105,6 +105,9 @@ pub(crate) struct WorkerSlot {
     pub(crate) counters: CachePadded<WorkerCounters>,
     /// `_run_once` cycles completed; the monitor reads it to spot a worker stuck in one job.
     cycles: AtomicU64,
+    /// The worker thread's id (`gettid`), 0 until the thread runs: the monitor reads its
+    /// state in `/proc` (`monitor::thread_state`).
+    pub(crate) tid: AtomicI32,
     /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
     /// dropped on their thread.
     pub(crate) exited: AtomicBool,
@@ -141,6 +144,7 @@ impl WorkerSlot {
             #[cfg(test)]
             fault: AtomicBool::new(false),
             cycles: AtomicU64::new(0),
+            tid: AtomicI32::new(0),
             counters: CachePadded::new(WorkerCounters::new()),
             park_fd: ParkFd::new()?,
             io_host: IoHost::none(),

@@ -92,6 +92,38 @@ fn the_monitor_of_an_idle_runtime_sleeps() {
     });
 }
 
+/// Right after a long job, the monitor reads whether a worker's thread sleeps in the kernel,
+/// and takes one that does outside its park for blocked in a job (`monitor::thread_state`),
+/// without waiting for a second look to see its cycle counter stand still.
+#[test]
+fn after_a_long_job_a_worker_blocked_in_a_job_is_seen_blocked() {
+    within(|| {
+        let rt = Builder::new().workers(2).build().unwrap();
+        let (entered_tx, entered_rx) = mpsc::channel::<()>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let held = rt.handle().spawn(async move {
+            // A timer on this worker's heap: it has work waiting for as long as it is held,
+            // so the monitor sends help and, held long enough, takes it for a long job.
+            let timer = crate::call_later(Duration::from_secs(3600), || {});
+            entered_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+            timer.cancel();
+        });
+        entered_rx.recv_timeout(PATIENCE).unwrap();
+        let monitor = &rt.shared().monitor;
+        let end = std::time::Instant::now() + PATIENCE;
+        while monitor.blocked_seen() == 0 {
+            assert!(
+                std::time::Instant::now() < end,
+                "the held worker was never seen blocked"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        release_tx.send(()).unwrap();
+        rt.block_on(held).unwrap();
+    });
+}
+
 #[test]
 fn a_worker_sleeps_through_injector_work_that_a_searcher_will_take() {
     let injector = ParkCheck {

@@ -29,7 +29,10 @@
 //!
 //! At each look, a worker is stuck if it is awake and its cycle counter has not moved since
 //! the last look (one cycle, one job or many, ran for a whole interval), once it has begun
-//! its first cycle ([`Seen`]). For a stuck worker
+//! its first cycle ([`Seen`]). While it watches after a long job, a worker whose thread
+//! sleeps in the kernel outside its park is stuck at the first look (`thread_state`): it is
+//! blocked in a job, and a second look would only leave its sockets stranded longer. For a
+//! stuck worker
 //! with something waiting (queued jobs, timers, IO sources, or jobs in the injector) it
 //! notifies one parked sibling, whose loop does the rest (`Worker::rescue_stuck_siblings`:
 //! it nests the stuck worker's epoll in its own, fires its timers, steals its queue). If
@@ -40,8 +43,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) mod state;
+pub(crate) mod thread_state;
 
 use super::shared::{Shared, WorkerSlot};
+use thread_state::ThreadStat;
 
 /// How often the monitor looks while it recently sent help: a stuck worker's IO then waits
 /// up to about twice this for its rescuer. The IO grace itself, so that the sibling it sends
@@ -118,8 +123,9 @@ impl MonitorPace {
     }
 }
 
-/// What one look makes of one worker, from its park state and its cycle counter now and at
-/// the previous look.
+/// What one look makes of one worker, from its park state, its cycle counter now and at
+/// the previous look, and whether its thread sleeps in the kernel (read only right after a
+/// long job, `thread_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Seen {
     /// Asleep in its park.
@@ -130,18 +136,18 @@ pub(crate) enum Seen {
     Starting,
     /// Awake, and it began at least one cycle since the previous look.
     Moving,
-    /// Awake in the same cycle as at the previous look: one job, or one batch, ran for the
-    /// whole interval.
+    /// Awake in the same cycle as at the previous look (one job, or one batch, ran for the
+    /// whole interval), or asleep in the kernel inside a job (blocked in it).
     Still,
 }
 
 impl Seen {
-    pub(crate) fn of(parked: bool, last_cycles: u64, cycles: u64) -> Seen {
+    pub(crate) fn of(parked: bool, last_cycles: u64, cycles: u64, blocked: bool) -> Seen {
         if parked {
             Seen::Parked
         } else if cycles == 0 {
             Seen::Starting
-        } else if cycles != last_cycles {
+        } else if cycles != last_cycles && !blocked {
             Seen::Moving
         } else {
             Seen::Still
@@ -157,7 +163,10 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let mut last_long_job_help: Option<Instant> = None;
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
+    // Each worker's `/proc` stat file, opened the first time it is needed.
+    let mut stats: Vec<Option<ThreadStat>> = shared.workers.iter().map(|_| None).collect();
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
+    let mut watching = Watching::No;
     while !shared.is_closed() {
         {
             let mut guard = state.lock.lock();
@@ -188,6 +197,8 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         // still, it waits on all of them (a task spawned from outside, with nothing else
         // queued anywhere, would otherwise wait for a long job to end).
         let injector_waits = !shared.injector.is_empty();
+        // Right after a long job, a worker blocked in the next one is told at the first look.
+        let watching_long_jobs = watching == Watching::LongJobs;
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -195,7 +206,13 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             }
             let cycles = w.cycles();
             look.moved |= cycles != last_cycles[i];
-            let seen = Seen::of(w.is_parked(), last_cycles[i], cycles);
+            let parked = w.is_parked();
+            let blocked = watching_long_jobs && !parked && asleep(w, &mut stats[i]);
+            #[cfg(test)]
+            if blocked {
+                state.blocked_seen.fetch_add(1, Ordering::SeqCst);
+            }
+            let seen = Seen::of(parked, last_cycles[i], cycles, blocked);
             last_cycles[i] = cycles;
             match seen {
                 Seen::Parked => look.parked += 1,
@@ -232,6 +249,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         } else {
             Watching::No
         };
+        watching = look.watching;
         pace = MonitorPace::next(look);
     }
 }
@@ -276,6 +294,18 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
         })
 }
 
+/// Whether worker `w`'s thread sleeps in the kernel now (`thread_state`), opening its stat
+/// file into `stat` the first time; false if that cannot be known.
+fn asleep(w: &WorkerSlot, stat: &mut Option<ThreadStat>) -> bool {
+    if stat.is_none() {
+        let tid = w.tid.load(Ordering::SeqCst);
+        if tid != 0 {
+            *stat = ThreadStat::open(tid).ok();
+        }
+    }
+    stat.as_ref().and_then(ThreadStat::is_asleep) == Some(true)
+}
+
 /// Whether a worker seen stuck at every look for `stuck_for` is in a long job, not a thread
 /// that waited a scheduler slice for a CPU.
 fn is_long_job(stuck_for: Duration) -> bool {
@@ -302,11 +332,16 @@ mod tests {
     }
 
     #[test]
-    fn a_worker_is_still_only_if_it_began_no_cycle_since_the_last_look() {
-        assert_eq!(Seen::of(false, 7, 7), Seen::Still);
-        assert_eq!(Seen::of(false, 7, 8), Seen::Moving);
-        assert_eq!(Seen::of(true, 7, 7), Seen::Parked);
-        assert_eq!(Seen::of(true, 7, 9), Seen::Parked);
+    fn a_worker_is_still_if_it_began_no_cycle_since_the_last_look_or_is_blocked() {
+        assert_eq!(Seen::of(false, 7, 7, false), Seen::Still);
+        assert_eq!(Seen::of(false, 7, 8, false), Seen::Moving);
+        assert_eq!(
+            Seen::of(false, 7, 8, true),
+            Seen::Still,
+            "moved since the last look, but now blocked in a job: no second look needed"
+        );
+        assert_eq!(Seen::of(true, 7, 7, false), Seen::Parked);
+        assert_eq!(Seen::of(true, 7, 9, false), Seen::Parked);
     }
 
     #[test]
@@ -320,9 +355,9 @@ mod tests {
     #[test]
     fn a_worker_that_never_began_a_cycle_is_not_still() {
         // Its thread has not run yet: there is no long job to stand in for.
-        assert_eq!(Seen::of(false, 0, 0), Seen::Starting);
+        assert_eq!(Seen::of(false, 0, 0, false), Seen::Starting);
         // Its first cycle is its first job, and that one can run long.
-        assert_eq!(Seen::of(false, 1, 1), Seen::Still);
+        assert_eq!(Seen::of(false, 1, 1, false), Seen::Still);
     }
 
     #[test]

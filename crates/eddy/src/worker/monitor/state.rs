@@ -14,6 +14,9 @@ pub(crate) struct MonitorState {
     /// Tests only: how many looks it made.
     #[cfg(test)]
     pub(super) looks: std::sync::atomic::AtomicU64,
+    /// Tests only: how many times a look found a worker blocked in a job (`thread_state`).
+    #[cfg(test)]
+    pub(super) blocked_seen: std::sync::atomic::AtomicU64,
     pub(super) lock: Mutex<()>,
     pub(super) cv: Condvar,
 }
@@ -33,6 +36,12 @@ impl MonitorState {
     #[cfg(test)]
     pub(crate) fn looks(&self) -> u64 {
         self.looks.load(Ordering::SeqCst)
+    }
+
+    /// Times a look found a worker blocked in a job.
+    #[cfg(test)]
+    pub(crate) fn blocked_seen(&self) -> u64 {
+        self.blocked_seen.load(Ordering::SeqCst)
     }
 
     /// Wakes the monitor for shutdown.
