@@ -46,7 +46,6 @@ pub(crate) mod state;
 pub(crate) mod thread_state;
 
 use super::shared::{Shared, WorkerSlot};
-use thread_state::ThreadStat;
 
 /// How often the monitor looks while it recently sent help: a stuck worker's IO then waits
 /// up to about twice this for its rescuer. The IO grace itself, so that the sibling it sends
@@ -66,6 +65,11 @@ const HELP_MEMORY: Duration = Duration::from_secs(1);
 /// slice of a few milliseconds, ended at a timer tick), far shorter than a handler that
 /// parses, compresses or hashes inline.
 const LONG_JOB: Duration = Duration::from_millis(5);
+
+/// How long a worker must have gone without harvesting its IO before the monitor reads
+/// whether its thread is blocked: far longer than a busy worker's cycle, far shorter than
+/// the stranding a blocked worker's sockets would see until the next look.
+const BLOCKED_CHECK_AFTER: Duration = Duration::from_micros(100);
 
 /// How often it looks otherwise while some workers are parked.
 const CALM_INTERVAL: Duration = Duration::from_millis(1);
@@ -163,8 +167,6 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let mut last_long_job_help: Option<Instant> = None;
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
-    // Each worker's `/proc` stat file, opened the first time it is needed.
-    let mut stats: Vec<Option<ThreadStat>> = shared.workers.iter().map(|_| None).collect();
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
     let mut watching = Watching::No;
     while !shared.is_closed() {
@@ -199,6 +201,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         let injector_waits = !shared.injector.is_empty();
         // Right after a long job, a worker blocked in the next one is told at the first look.
         let watching_long_jobs = watching == Watching::LongJobs;
+        let now = Instant::now();
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -207,7 +210,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             let cycles = w.cycles();
             look.moved |= cycles != last_cycles[i];
             let parked = w.is_parked();
-            let blocked = watching_long_jobs && !parked && asleep(w, &mut stats[i]);
+            let blocked = watching_long_jobs && !parked && blocked_in_a_job(w, now);
             #[cfg(test)]
             if blocked {
                 state.blocked_seen.fetch_add(1, Ordering::SeqCst);
@@ -226,7 +229,6 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 }
             }
         }
-        let now = Instant::now();
         for (i, since) in stuck_since.iter_mut().enumerate() {
             *since = if stuck.contains(&i) {
                 Some(since.unwrap_or(now))
@@ -294,16 +296,14 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
         })
 }
 
-/// Whether worker `w`'s thread sleeps in the kernel now (`thread_state`), opening its stat
-/// file into `stat` the first time; false if that cannot be known.
-fn asleep(w: &WorkerSlot, stat: &mut Option<ThreadStat>) -> bool {
-    if stat.is_none() {
-        let tid = w.tid.load(Ordering::SeqCst);
-        if tid != 0 {
-            *stat = ThreadStat::open(tid).ok();
-        }
-    }
-    stat.as_ref().and_then(ThreadStat::is_asleep) == Some(true)
+/// Whether awake worker `w` is blocked in a job: it has not harvested its IO for
+/// [`BLOCKED_CHECK_AFTER`] and its thread sleeps in the kernel (`thread_state`).
+fn blocked_in_a_job(w: &WorkerSlot, now: Instant) -> bool {
+    let since_harvest = w.timers.nanos(now).saturating_sub(w.reactor.last_polled());
+    let tid = w.tid.load(Ordering::SeqCst);
+    since_harvest >= BLOCKED_CHECK_AFTER.as_nanos() as u64
+        && tid != 0
+        && thread_state::is_asleep(tid) == Some(true)
 }
 
 /// Whether a worker seen stuck at every look for `stuck_for` is in a long job, not a thread

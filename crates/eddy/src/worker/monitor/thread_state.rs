@@ -10,12 +10,13 @@
 //! than from a running one). A busy worker is still judged over two looks: a job that
 //! runs on the CPU for a while is normal.
 //!
-//! Reading the state costs a `pread` of the thread's `stat` file, so the monitor reads it
-//! only while it watches closely after a long job (`Watching::LongJobs`).
+//! Reading the state costs three system calls (open, read, close of the thread's `stat`
+//! file), so the monitor reads it only while it watches closely after a long job
+//! (`Watching::LongJobs`), and only for a worker that has not harvested its IO for a while
+//! (`BLOCKED_CHECK_AFTER`): a worker that harvests every cycle is not blocked.
 
 use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
+use std::io::Read;
 
 /// The calling thread's id, as `/proc/self/task` names it.
 pub(crate) fn current_tid() -> i32 {
@@ -23,27 +24,15 @@ pub(crate) fn current_tid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-/// A worker thread's `/proc/self/task/TID/stat`, kept open.
-#[derive(Debug)]
-pub(crate) struct ThreadStat {
-    file: File,
-}
-
-impl ThreadStat {
-    /// Opens the `stat` file of thread `tid` of this process.
-    pub(crate) fn open(tid: i32) -> io::Result<Self> {
-        Ok(ThreadStat {
-            file: File::open(format!("/proc/self/task/{tid}/stat"))?,
-        })
-    }
-
-    /// Whether the thread sleeps in the kernel now; `None` if the file could not be read
-    /// (the thread is gone).
-    pub(crate) fn is_asleep(&self) -> Option<bool> {
-        let mut buf = [0u8; 256];
-        let n = self.file.read_at(&mut buf, 0).ok()?;
-        state_of(&buf[..n]).map(sleeps)
-    }
+/// Whether thread `tid` of this process sleeps in the kernel now; `None` if its `stat` file
+/// could not be read (the thread is gone). The file is opened for each read and closed at
+/// once: a descriptor kept open would appear whenever the monitor first needed it, in the
+/// middle of a server's life.
+pub(crate) fn is_asleep(tid: i32) -> Option<bool> {
+    let mut file = File::open(format!("/proc/self/task/{tid}/stat")).ok()?;
+    let mut buf = [0u8; 256];
+    let n = file.read(&mut buf).ok()?;
+    state_of(&buf[..n]).map(sleeps)
 }
 
 /// The state letter of a `stat` line: the field after the command name, which is in
@@ -84,20 +73,20 @@ mod tests {
             tid_tx.send(current_tid()).unwrap();
             release_rx.recv().unwrap();
         });
-        let stat = ThreadStat::open(tid_rx.recv().unwrap()).unwrap();
+        let tid = tid_rx.recv().unwrap();
         // It blocks in `recv` as soon as it has sent its id; until then it may be running.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while stat.is_asleep() != Some(true) {
+        while is_asleep(tid) != Some(true) {
             assert!(std::time::Instant::now() < deadline, "never seen asleep");
             std::thread::yield_now();
         }
         release_tx.send(()).unwrap();
         blocked.join().unwrap();
-        let me = ThreadStat::open(current_tid()).unwrap();
         assert_eq!(
-            me.is_asleep(),
+            is_asleep(current_tid()),
             Some(false),
             "a thread reading its own state runs"
         );
+        assert_eq!(is_asleep(-1), None, "no such thread");
     }
 }
