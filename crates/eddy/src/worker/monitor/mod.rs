@@ -32,11 +32,11 @@
 //! its first cycle ([`Seen`]). While it watches after a long job, a worker whose thread
 //! sleeps in the kernel outside its park is stuck at the first look (`thread_state`): it is
 //! blocked in a job, and a second look would only leave its sockets stranded longer. For a
-//! stuck worker
-//! with something waiting (queued jobs, timers, IO sources, or jobs in the injector) it
-//! notifies one parked sibling, whose loop does the rest (`Worker::rescue_stuck_siblings`:
-//! it nests the stuck worker's epoll in its own, fires its timers, steals its queue). If
-//! every worker is stuck, it wakes a spare instead, starting one if none is up yet.
+//! stuck worker with something waiting (queued jobs, timers, IO sources, or jobs in the
+//! injector) it notifies one parked sibling, whose loop does the rest
+//! (`Worker::rescue_stuck_siblings`: it nests the stuck worker's epoll in its own, fires its
+//! timers, steals its queue). If every worker is stuck, it wakes a spare instead, starting
+//! one if none is up yet.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -168,7 +168,6 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
-    let mut watching = Watching::No;
     while !shared.is_closed() {
         {
             let mut guard = state.lock.lock();
@@ -199,9 +198,10 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         // still, it waits on all of them (a task spawned from outside, with nothing else
         // queued anywhere, would otherwise wait for a long job to end).
         let injector_waits = !shared.injector.is_empty();
-        // Right after a long job, a worker blocked in the next one is told at the first look.
-        let watching_long_jobs = watching == Watching::LongJobs;
         let now = Instant::now();
+        let recent = |t: Option<Instant>| t.is_some_and(|t| now - t < HELP_MEMORY);
+        // Right after a long job, a worker blocked in the next one is told at the first look.
+        let watching_long_jobs = recent(last_long_job_help);
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -243,7 +243,6 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 last_long_job_help = Some(now);
             }
         }
-        let recent = |t: Option<Instant>| t.is_some_and(|t| now - t < HELP_MEMORY);
         look.watching = if recent(last_long_job_help) {
             Watching::LongJobs
         } else if recent(last_help) {
@@ -251,7 +250,6 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         } else {
             Watching::No
         };
-        watching = look.watching;
         pace = MonitorPace::next(look);
     }
 }
