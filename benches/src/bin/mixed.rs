@@ -18,7 +18,9 @@
 //! connections sending an `H` request every [`HEAVY_PERIOD`]. It measures for `--secs`
 //! seconds after a 1 s warm-up and reports the light requests' p50, p99, p99.9, maximum and
 //! how many took longer than 5 ms. Each run starts a fresh server; the runtimes take turns
-//! within a run, so that a slow phase of the machine spreads over all of them.
+//! within a run, so that a slow phase of the machine spreads over all of them. The last
+//! column, the client's longest gap between two turns of its loop, tells such a phase from
+//! the server: a max near it is the client (or the machine) not running, not the server.
 //!
 //! Variants:
 //! * `none`: no long job (every request is light): the baseline;
@@ -118,9 +120,9 @@ fn main() -> io::Result<()> {
         };
         println!("### variant `{variant}` ({heavy} heavy connection(s))\n");
         println!(
-            "| runtime | run | light p50 µs | p99 µs | p99.9 µs | max µs | over 5 ms | requests | server CPU % |"
+            "| runtime | run | light p50 µs | p99 µs | p99.9 µs | max µs | over 5 ms | requests | server CPU % | client gap µs |"
         );
-        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         let mut results: Vec<Vec<LightStats>> = vec![Vec::new(); runtimes.len()];
         for run in 1..=runs {
             for (r, name) in runtimes.iter().enumerate() {
@@ -155,13 +157,26 @@ struct LightStats {
     requests: u64,
     /// The server's CPU time over the measured interval, in % of one core.
     cpu_pct: u64,
+    /// The longest the client's own loop went between two turns in the measured interval.
+    /// Its turns are at most a light period apart, so a longer gap is the client thread
+    /// (or the whole machine) not running: every light request due meanwhile is sent, or
+    /// its echo read, that much late, whatever the server does. A run's max and
+    /// over-5-ms count near this figure say more about the machine than the server.
+    client_gap: u64,
 }
 
 impl LightStats {
     fn row(&self) -> String {
         format!(
-            "{} | {} | {} | {} | {} | {} | {}",
-            self.p50, self.p99, self.p999, self.max, self.slow, self.requests, self.cpu_pct
+            "{} | {} | {} | {} | {} | {} | {} | {}",
+            self.p50,
+            self.p99,
+            self.p999,
+            self.max,
+            self.slow,
+            self.requests,
+            self.cpu_pct,
+            self.client_gap
         )
     }
 }
@@ -181,6 +196,7 @@ fn median(runs: &[LightStats]) -> LightStats {
         slow: m(|s| s.slow),
         requests: m(|s| s.requests),
         cpu_pct: m(|s| s.cpu_pct),
+        client_gap: m(|s| s.client_gap),
     }
 }
 
@@ -270,8 +286,14 @@ fn load(
     let mut events = polling::Events::new();
     let mut buf = [0u8; MSG * 16];
     let mut cpu = (None, None);
+    let mut last_turn = start;
+    let mut client_gap = Duration::ZERO;
     loop {
         let now = Instant::now();
+        if now > measure_from && now < measure_to {
+            client_gap = client_gap.max(now - last_turn);
+        }
+        last_turn = now;
         if cpu.0.is_none() && now >= measure_from {
             cpu.0 = Some(cpu_ticks(pid)?);
         }
@@ -360,6 +382,7 @@ fn load(
     let cpu_pct = ticks as f64 / clock_ticks_per_sec() as f64 / dur.as_secs_f64() * 100.0;
     let stats = LightStats {
         cpu_pct: cpu_pct.round() as u64,
+        client_gap: client_gap.as_micros() as u64,
         p50: hist.value_at_quantile(0.5),
         p99: hist.value_at_quantile(0.99),
         p999: hist.value_at_quantile(0.999),
