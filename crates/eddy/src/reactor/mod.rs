@@ -19,11 +19,12 @@
 //!   `add_reader`/`add_writer` fds are level-triggered, as asyncio's selector loop is.
 //!
 //! **IO of a stuck worker.** If a worker has not harvested for [`STUCK_IO_GRACE`] (it is
-//! busy, or its thread was woken from its park but waits for a CPU), a sibling checks its
-//! epoll fd with `poll(2)` and, if events are waiting, harvests them itself with a
-//! zero-timeout `epoll_wait` and dispatches them: wakers run on the sibling (so the woken
-//! tasks are queued, and run, there) and fd callbacks are queued there. Three hazards of
-//! sharing a `Poller` are handled:
+//! busy, or its thread was woken from its park but waits for a CPU), or the monitor found
+//! its thread blocked in a system call inside a job, a sibling checks its epoll fd with
+//! `poll(2)` and, if events are waiting, harvests them itself with a zero-timeout
+//! `epoll_wait` and dispatches them: wakers run on the sibling (so the woken tasks are
+//! queued, and run, there) and fd callbacks are queued there. Three hazards of sharing a
+//! `Poller` are handled:
 //!
 //! 1. *One waiter per poller*: `polling`'s `wait` only try-locks. We call it for nothing but
 //!    re-arming, always under our own `rearm` lock, so its try-lock never fails and a

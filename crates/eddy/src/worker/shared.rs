@@ -108,6 +108,10 @@ pub(crate) struct WorkerSlot {
     /// The worker thread's id (`gettid`), 0 until the thread runs: the monitor reads its
     /// state in `/proc` (`monitor::thread_state`).
     pub(crate) tid: AtomicI32,
+    /// The cycle in which the monitor last found the thread blocked in a job (asleep in the
+    /// kernel outside its park), 0 if never: while the worker is still in that cycle, a
+    /// sibling serves its IO without waiting out `reactor::STUCK_IO_GRACE`.
+    blocked_in_cycle: AtomicU64,
     /// Set by the worker after its final drain on shutdown: pinned tasks can no longer be
     /// dropped on their thread.
     pub(crate) exited: AtomicBool,
@@ -145,6 +149,7 @@ impl WorkerSlot {
             fault: AtomicBool::new(false),
             cycles: AtomicU64::new(0),
             tid: AtomicI32::new(0),
+            blocked_in_cycle: AtomicU64::new(0),
             counters: CachePadded::new(WorkerCounters::new()),
             park_fd: ParkFd::new()?,
             io_host: IoHost::none(),
@@ -162,6 +167,19 @@ impl WorkerSlot {
 
     pub(crate) fn cycles(&self) -> u64 {
         self.cycles.load(Ordering::Relaxed)
+    }
+
+    /// The monitor found the thread blocked in a job during cycle `cycle` (as read before
+    /// the check: if the worker has moved on since, the mark is stale from the start).
+    pub(crate) fn mark_blocked(&self, cycle: u64) {
+        self.blocked_in_cycle.store(cycle, Ordering::Relaxed);
+    }
+
+    /// Whether the monitor found the thread blocked in the cycle it is still in. A worker
+    /// that has moved on (its counter advanced) is no longer known to be blocked.
+    pub(crate) fn is_known_blocked(&self) -> bool {
+        let marked = self.blocked_in_cycle.load(Ordering::Relaxed);
+        marked != 0 && marked == self.cycles()
     }
 
     /// Something a sibling could serve if this worker is stuck: queued jobs, pinned wakes,
@@ -522,5 +540,30 @@ impl Shared {
         }
         // Tasks woken above may have scheduled more work before noticing the close.
         self.drain_injector();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_is_known_blocked_only_in_the_cycle_it_was_found_blocked_in() {
+        let queue = crossbeam_deque::Worker::<Job>::new_fifo();
+        let slot = WorkerSlot::new(queue.stealer(), Instant::now()).unwrap();
+        assert!(!slot.is_known_blocked(), "never marked");
+        slot.count_cycle();
+        slot.mark_blocked(slot.cycles());
+        assert!(slot.is_known_blocked());
+        slot.count_cycle();
+        assert!(
+            !slot.is_known_blocked(),
+            "it has moved on from the job it was blocked in"
+        );
+        slot.mark_blocked(slot.cycles() - 1);
+        assert!(
+            !slot.is_known_blocked(),
+            "marked from a stale reading of its cycles"
+        );
     }
 }

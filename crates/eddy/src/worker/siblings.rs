@@ -20,7 +20,8 @@
 //!   count has not moved since our previous look (`steal_from_stalled_siblings`).
 //! * **Taking IO** a sibling has not harvested: events waiting for an awake sibling when we
 //!   are idle (`harvest_awake_siblings`), or for any sibling that has not harvested for
-//!   `reactor::STUCK_IO_GRACE` (`rescue_stranded_io`).
+//!   `reactor::STUCK_IO_GRACE` or that the monitor found blocked in a system call
+//!   (`rescue_stranded_io`).
 //! * **Firing late timers** of a sibling stuck in a long job (`rescue_late_timers`).
 //!
 //! A busy worker looks at most every [`SIBLING_LOOK_INTERVAL`], not at every maintenance:
@@ -71,6 +72,14 @@ fn timers_are_late(next_deadline: Option<u64>, now: u64, rescued: bool) -> bool 
         STUCK_TIMER_GRACE.as_nanos() as u64
     };
     next_deadline.is_some_and(|d| d.saturating_add(grace) <= now)
+}
+
+/// Whether a sibling's IO, last harvested `since_harvest` nanoseconds ago, is stranded: past
+/// `STUCK_IO_GRACE`, or at once if the monitor found the sibling's thread blocked in its
+/// current job (`known_blocked`): a thread asleep in a system call will not harvest within
+/// the grace, and waiting it out would only strand its sockets longer.
+fn io_is_stranded(since_harvest: u64, known_blocked: bool) -> bool {
+    known_blocked || since_harvest >= STUCK_IO_GRACE.as_nanos() as u64
 }
 
 /// Repeats a steal that lost a race (`Retry`) until it succeeds or finds nothing.
@@ -224,21 +233,23 @@ impl Worker {
             return false;
         }
         let now = self.slot().timers.nanos(Instant::now());
-        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        let stranded = |w: &WorkerSlot| {
+            io_is_stranded(
+                now.saturating_sub(w.reactor.last_polled()),
+                w.is_known_blocked(),
+            )
+        };
         for (i, w) in workers.iter().enumerate() {
             // A dead worker is adopted whole: its timers come with its epoll.
             let stalled = i != self.index
                 && (w.dead.load(SeqCst)
-                    || (w.reactor.has_sources()
-                        && !w.is_parked()
-                        && now.saturating_sub(w.reactor.last_polled()) >= grace));
+                    || (w.reactor.has_sources() && !w.is_parked() && stranded(w)));
             if stalled {
                 self.host_stalled(i);
             }
         }
         self.harvest_siblings(|w| {
-            let stranded = now.saturating_sub(w.reactor.last_polled()) >= grace
-                && Reactor::maybe_ready(&w.poller);
+            let stranded = stranded(w) && Reactor::maybe_ready(&w.poller);
             if stranded {
                 w.reactor.note_polled(now);
             }
@@ -319,6 +330,21 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_is_stranded_after_the_grace_or_at_once_when_its_worker_is_known_blocked() {
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        assert!(!io_is_stranded(0, false), "just harvested");
+        assert!(
+            !io_is_stranded(grace - 1, false),
+            "a busy worker gets the grace"
+        );
+        assert!(io_is_stranded(grace, false));
+        assert!(
+            io_is_stranded(grace / 2, true),
+            "a worker blocked in a system call will not harvest within the grace"
+        );
+    }
 
     #[test]
     fn a_burst_is_split_only_while_the_woken_sibling_is_still_waking_up() {

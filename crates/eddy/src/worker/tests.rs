@@ -94,7 +94,8 @@ fn the_monitor_of_an_idle_runtime_sleeps() {
 
 /// Right after a long job, the monitor reads whether a worker's thread sleeps in the kernel,
 /// and takes one that does outside its park for blocked in a job (`monitor::thread_state`),
-/// without waiting for a second look to see its cycle counter stand still.
+/// without waiting for a second look to see its cycle counter stand still; until the worker
+/// moves on, a sibling serves its IO without waiting out the grace.
 #[test]
 fn after_a_long_job_a_worker_blocked_in_a_job_is_seen_blocked() {
     within(|| {
@@ -119,8 +120,22 @@ fn after_a_long_job_a_worker_blocked_in_a_job_is_seen_blocked() {
             );
             std::thread::sleep(Duration::from_millis(1));
         }
+        // Still held, so still in that cycle: a sibling sent to it serves its IO at once.
+        let workers = &rt.shared().workers;
+        assert!(
+            workers.iter().any(|w| w.is_known_blocked()),
+            "the worker seen blocked is not marked so for its rescuer"
+        );
         release_tx.send(()).unwrap();
         rt.block_on(held).unwrap();
+        let end = std::time::Instant::now() + PATIENCE;
+        while workers.iter().any(|w| w.is_known_blocked()) {
+            assert!(
+                std::time::Instant::now() < end,
+                "a worker that moved on from its job is still taken for blocked in it"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     });
 }
 

@@ -31,7 +31,9 @@
 //! the last look (one cycle, one job or many, ran for a whole interval), once it has begun
 //! its first cycle ([`Seen`]). While it watches after a long job, a worker whose thread
 //! sleeps in the kernel outside its park is stuck at the first look (`thread_state`): it is
-//! blocked in a job, and a second look would only leave its sockets stranded longer. For a
+//! blocked in a job, and a second look would only leave its sockets stranded longer. It is
+//! marked so for as long as it stays in that cycle (`WorkerSlot::mark_blocked`), and the
+//! sibling sent to it serves its IO at once instead of waiting out the IO grace. For a
 //! stuck worker with something waiting (queued jobs, timers, IO sources, or jobs in the
 //! injector) it notifies one parked sibling, whose loop does the rest
 //! (`Worker::rescue_stuck_siblings`: it nests the stuck worker's epoll in its own, fires its
@@ -211,8 +213,10 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             look.moved |= cycles != last_cycles[i];
             let parked = w.is_parked();
             let blocked = watching_long_jobs && !parked && blocked_in_a_job(w, now);
-            #[cfg(test)]
             if blocked {
+                // The sibling sent to it need not wait out the IO grace.
+                w.mark_blocked(cycles);
+                #[cfg(test)]
                 state.blocked_seen.fetch_add(1, Ordering::SeqCst);
             }
             let seen = Seen::of(parked, last_cycles[i], cycles, blocked);
