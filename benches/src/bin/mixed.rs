@@ -39,7 +39,9 @@
 //! light requests were: light requests grouped by when they were due after the last heavy
 //! request was sent (0.5 ms groups), each group with its p99 and how many took over 2 ms,
 //! for the groups with any over 2 ms. A stall shows as a run of groups whose due time plus
-//! p99 is the same moment: when what was stranded got served.
+//! p99 is the same moment: when what was stranded got served. `--timeline-over US` counts
+//! and shows the groups with requests over `US` µs instead (e.g. 300, to see where a p99
+//! of a few hundred µs comes from).
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -67,6 +69,9 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// `--timeline`: the width of a group, and how many groups cover the heavy period.
 const TIMELINE_STEP: Duration = Duration::from_micros(500);
 const TIMELINE_GROUPS: usize = 200;
+/// `--timeline`: a group is shown if it has requests slower than this (µs), unless
+/// `--timeline-over` says otherwise.
+const TIMELINE_OVER_US: u64 = 2_000;
 /// The slice `--slice all` gives tokio and smol: eddy's default.
 const SHORT_SLICE: Duration = Duration::from_micros(100);
 
@@ -91,6 +96,12 @@ fn main() -> io::Result<()> {
         return Err(io::Error::other(format!("unknown --slice {slice}")));
     }
     let timeline = args.iter().any(|a| a == "--timeline");
+    let timeline_over: u64 = match value("--timeline-over") {
+        Some(us) => us
+            .parse()
+            .map_err(|_| io::Error::other(format!("--timeline-over takes µs, got {us}")))?,
+        None => TIMELINE_OVER_US,
+    };
     let secs: u64 = value("--secs").and_then(|s| s.parse().ok()).unwrap_or(5);
     let runs: usize = value("--runs").and_then(|s| s.parse().ok()).unwrap_or(3);
     let only = value("--only");
@@ -132,7 +143,7 @@ fn main() -> io::Result<()> {
                 server.stop();
                 println!("| {name} | {run} | {} |", stats.row());
                 if timeline {
-                    print_timeline(&groups);
+                    print_timeline(&groups, timeline_over);
                 }
                 results[r].push(stats);
             }
@@ -215,13 +226,13 @@ struct Conn {
 /// (`--timeline`).
 type Timeline = Vec<Histogram<u64>>;
 
-fn print_timeline(groups: &Timeline) {
+fn print_timeline(groups: &Timeline, over_us: u64) {
     for (i, h) in groups.iter().enumerate() {
-        let over = h.count_between(2_001, u64::MAX);
+        let over = h.count_between(over_us + 1, u64::MAX);
         if over > 0 {
-            let from = TIMELINE_STEP * i as u32;
+            let from_ms = (TIMELINE_STEP * i as u32).as_secs_f64() * 1e3;
             println!(
-                "    due {from:>8.1?} after H: {:>5} requests, p99 {:>5} µs, {over:>4} over 2 ms",
+                "    due {from_ms:>5.1} ms after H: {:>5} requests, p99 {:>5} µs, {over:>4} over {over_us} µs",
                 h.len(),
                 h.value_at_quantile(0.99)
             );
