@@ -17,7 +17,9 @@
 //! * For [`HELP_MEMORY`] after it last sent help, it watches ([`Watching`]): a server whose
 //!   handlers now and then run long keeps its rescues quick. How closely depends on what it
 //!   last helped with. After a long job (a worker seen stuck for [`LONG_JOB`],
-//!   [`is_long_job`]) it looks every [`WATCH_INTERVAL`]. Otherwise the stuck worker was
+//!   [`is_long_job`]) it looks every [`WATCH_INTERVAL`], and after a worker blocked in a
+//!   system call inside a job (below) every [`BLOCKED_WATCH_INTERVAL`]: such a worker leaves
+//!   its CPU free, and is found at the first look. Otherwise the stuck worker was
 //!   most likely a thread waiting for a CPU (on a busy machine, a scheduler slice of
 //!   another process); rescuing its sockets still shortens the tail, but such stalls come
 //!   all the time on a loaded server, and looking every [`WATCH_INTERVAL`] because of them
@@ -53,6 +55,14 @@ use super::shared::{Shared, WorkerSlot};
 /// up to about twice this for its rescuer. The IO grace itself, so that the sibling it sends
 /// finds the stuck worker past it.
 pub(crate) const WATCH_INTERVAL: Duration = crate::reactor::STUCK_IO_GRACE;
+
+/// How often the monitor looks while it recently helped a worker blocked in a system call
+/// inside a job: half [`WATCH_INTERVAL`]. Such a worker is found at the first look (its
+/// thread state, not a second look at its cycles, tells), so each look sooner is that much
+/// less stranding for the sockets of the next job that blocks, and the CPU the looks take
+/// is one the blocked job leaves free; the IO grace a spinning worker gets does not apply
+/// to it (`WorkerSlot::mark_blocked`).
+const BLOCKED_WATCH_INTERVAL: Duration = Duration::from_micros(125);
 
 /// How often the monitor looks while it recently helped a worker that was not in a long
 /// job: twice [`WATCH_INTERVAL`], half the wake-ups, for stalls that mostly end by
@@ -102,6 +112,25 @@ pub(crate) enum Watching {
     Stalls,
     /// It helped a worker in a long job.
     LongJobs,
+    /// It helped a worker it found blocked in a system call inside a job (and, before that,
+    /// one in a long job).
+    BlockedJobs,
+}
+
+impl Watching {
+    /// How closely to watch, from whether each kind of help was sent within [`HELP_MEMORY`]:
+    /// the closest watch that any of them calls for.
+    fn after(blocked_job_help: bool, long_job_help: bool, any_help: bool) -> Watching {
+        if blocked_job_help {
+            Watching::BlockedJobs
+        } else if long_job_help {
+            Watching::LongJobs
+        } else if any_help {
+            Watching::Stalls
+        } else {
+            Watching::No
+        }
+    }
 }
 
 /// When the monitor looks next.
@@ -117,6 +146,8 @@ impl MonitorPace {
     pub(crate) fn next(look: Look) -> MonitorPace {
         if look.awake == 0 && !look.moved {
             MonitorPace::UntilWoken
+        } else if look.watching == Watching::BlockedJobs {
+            MonitorPace::After(BLOCKED_WATCH_INTERVAL)
         } else if look.watching == Watching::LongJobs {
             MonitorPace::After(WATCH_INTERVAL)
         } else if look.watching == Watching::Stalls {
@@ -167,6 +198,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
     let mut last_help: Option<Instant> = None;
     let mut last_long_job_help: Option<Instant> = None;
+    let mut last_blocked_job_help: Option<Instant> = None;
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
@@ -203,7 +235,8 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         let now = Instant::now();
         let recent = |t: Option<Instant>| t.is_some_and(|t| now - t < HELP_MEMORY);
         // Right after a long job, a worker blocked in the next one is told at the first look.
-        let watching_long_jobs = recent(last_long_job_help);
+        let watching_long_jobs = recent(last_long_job_help) || recent(last_blocked_job_help);
+        let mut blocked_stuck = false;
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -229,6 +262,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                     still.push(i);
                     if injector_waits || w.has_pending_work() {
                         stuck.push(i);
+                        blocked_stuck |= blocked;
                     }
                 }
             }
@@ -246,14 +280,15 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             if long_job {
                 last_long_job_help = Some(now);
             }
+            if blocked_stuck {
+                last_blocked_job_help = Some(now);
+            }
         }
-        look.watching = if recent(last_long_job_help) {
-            Watching::LongJobs
-        } else if recent(last_help) {
-            Watching::Stalls
-        } else {
-            Watching::No
-        };
+        look.watching = Watching::after(
+            recent(last_blocked_job_help),
+            recent(last_long_job_help),
+            recent(last_help),
+        );
         pace = MonitorPace::next(look);
     }
 }
@@ -347,6 +382,19 @@ mod tests {
     }
 
     #[test]
+    fn the_closest_watch_any_recent_help_calls_for_wins() {
+        assert_eq!(Watching::after(false, false, false), Watching::No);
+        assert_eq!(Watching::after(false, false, true), Watching::Stalls);
+        assert_eq!(Watching::after(false, true, true), Watching::LongJobs);
+        assert_eq!(Watching::after(true, true, true), Watching::BlockedJobs);
+        assert_eq!(
+            Watching::after(true, false, true),
+            Watching::BlockedJobs,
+            "the long job's help was forgotten first"
+        );
+    }
+
+    #[test]
     fn a_long_job_outlasts_a_wait_for_a_cpu() {
         assert!(!is_long_job(Duration::ZERO), "seen stuck at one look only");
         assert!(!is_long_job(Duration::from_millis(4)), "a slice and a tick");
@@ -387,6 +435,7 @@ mod tests {
     #[test]
     fn after_sending_help_the_monitor_watches_closely_and_closest_after_a_long_job() {
         for (watching, interval) in [
+            (Watching::BlockedJobs, BLOCKED_WATCH_INTERVAL),
             (Watching::LongJobs, WATCH_INTERVAL),
             (Watching::Stalls, STALL_WATCH_INTERVAL),
         ] {
@@ -398,6 +447,7 @@ mod tests {
             }
         }
         assert!(WATCH_INTERVAL < STALL_WATCH_INTERVAL && STALL_WATCH_INTERVAL < CALM_INTERVAL);
+        assert!(BLOCKED_WATCH_INTERVAL < WATCH_INTERVAL);
     }
 
     #[test]
