@@ -176,7 +176,10 @@ impl WorkerSlot {
     }
 
     /// Whether the monitor found the thread blocked in the cycle it is still in. A worker
-    /// that has moved on (its counter advanced) is no longer known to be blocked.
+    /// that has moved on (its counter advanced) is no longer known to be blocked. A hint,
+    /// read without ordering: a stale answer only makes a rescuer wait out the IO grace, or
+    /// nest the epoll of a worker that has just returned from its job (which it takes back
+    /// at its next park).
     pub(crate) fn is_known_blocked(&self) -> bool {
         let marked = self.blocked_in_cycle.load(Ordering::Relaxed);
         marked != 0 && marked == self.cycles()
