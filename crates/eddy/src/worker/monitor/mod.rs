@@ -117,20 +117,62 @@ pub(crate) enum Watching {
     BlockedJobs,
 }
 
-impl Watching {
-    /// How closely to watch, from whether each kind of help was sent within [`HELP_MEMORY`]:
-    /// the closest watch that any of them calls for.
-    fn after(blocked_job_help: bool, long_job_help: bool, any_help: bool) -> Watching {
-        if blocked_job_help {
+/// When the monitor last sent each kind of help, remembered for [`HELP_MEMORY`]: what it
+/// watches for, and how closely.
+#[derive(Debug, Clone, Copy, Default)]
+struct HelpMemory {
+    /// Any help.
+    any: Option<Instant>,
+    /// Help for a worker stuck for [`LONG_JOB`] or longer.
+    long_job: Option<Instant>,
+    /// Help for a worker found blocked in a system call inside a job.
+    blocked_job: Option<Instant>,
+}
+
+/// What one look's help was for, for [`HelpMemory::note`].
+#[derive(Debug, Clone, Copy, Default)]
+struct Helped {
+    /// A stuck worker had been stuck for [`LONG_JOB`] or longer.
+    long_job: bool,
+    /// A stuck worker was found blocked in a system call.
+    blocked_job: bool,
+}
+
+impl HelpMemory {
+    /// Help was sent at `now`.
+    fn note(&mut self, helped: Helped, now: Instant) {
+        self.any = Some(now);
+        if helped.long_job {
+            self.long_job = Some(now);
+        }
+        if helped.blocked_job {
+            self.blocked_job = Some(now);
+        }
+    }
+
+    /// Whether looks at `now` read the thread state of awake workers (`thread_state`): right
+    /// after a long job, or a blocked one, a worker blocked in the next is told at once.
+    fn checks_blocked(&self, now: Instant) -> bool {
+        recent(self.long_job, now) || recent(self.blocked_job, now)
+    }
+
+    /// How closely to watch at `now`: the closest watch that any remembered help calls for.
+    fn watching(&self, now: Instant) -> Watching {
+        if recent(self.blocked_job, now) {
             Watching::BlockedJobs
-        } else if long_job_help {
+        } else if recent(self.long_job, now) {
             Watching::LongJobs
-        } else if any_help {
+        } else if recent(self.any, now) {
             Watching::Stalls
         } else {
             Watching::No
         }
     }
+}
+
+/// Whether help sent at `sent` is still remembered at `now`.
+fn recent(sent: Option<Instant>, now: Instant) -> bool {
+    sent.is_some_and(|t| now.saturating_duration_since(t) < HELP_MEMORY)
 }
 
 /// When the monitor looks next.
@@ -196,9 +238,7 @@ impl Seen {
 pub(crate) fn run(shared: &Arc<Shared>) {
     let state = &shared.monitor;
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
-    let mut last_help: Option<Instant> = None;
-    let mut last_long_job_help: Option<Instant> = None;
-    let mut last_blocked_job_help: Option<Instant> = None;
+    let mut memory = HelpMemory::default();
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
@@ -233,10 +273,8 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         // queued anywhere, would otherwise wait for a long job to end).
         let injector_waits = !shared.injector.is_empty();
         let now = Instant::now();
-        let recent = |t: Option<Instant>| t.is_some_and(|t| now - t < HELP_MEMORY);
-        // Right after a long job, a worker blocked in the next one is told at the first look.
-        let watching_long_jobs = recent(last_long_job_help) || recent(last_blocked_job_help);
-        let mut blocked_stuck = false;
+        let checks_blocked = memory.checks_blocked(now);
+        let mut helped = Helped::default();
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -245,7 +283,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             let cycles = w.cycles();
             look.moved |= cycles != last_cycles[i];
             let parked = w.is_parked();
-            let blocked = watching_long_jobs && !parked && blocked_in_a_job(w, now);
+            let blocked = checks_blocked && !parked && blocked_in_a_job(w, now);
             if blocked {
                 // The sibling sent to it need not wait out the IO grace.
                 w.mark_blocked(cycles);
@@ -262,7 +300,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                     still.push(i);
                     if injector_waits || w.has_pending_work() {
                         stuck.push(i);
-                        blocked_stuck |= blocked;
+                        helped.blocked_job |= blocked;
                     }
                 }
             }
@@ -274,21 +312,11 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 None
             };
         }
-        let long_job = stuck_since.iter().flatten().any(|&t| is_long_job(now - t));
+        helped.long_job = stuck_since.iter().flatten().any(|&t| is_long_job(now - t));
         if send_help(shared, &stuck, &still) {
-            last_help = Some(now);
-            if long_job {
-                last_long_job_help = Some(now);
-            }
-            if blocked_stuck {
-                last_blocked_job_help = Some(now);
-            }
+            memory.note(helped, now);
         }
-        look.watching = Watching::after(
-            recent(last_blocked_job_help),
-            recent(last_long_job_help),
-            recent(last_help),
-        );
+        look.watching = memory.watching(now);
         pace = MonitorPace::next(look);
     }
 }
@@ -382,16 +410,41 @@ mod tests {
     }
 
     #[test]
-    fn the_closest_watch_any_recent_help_calls_for_wins() {
-        assert_eq!(Watching::after(false, false, false), Watching::No);
-        assert_eq!(Watching::after(false, false, true), Watching::Stalls);
-        assert_eq!(Watching::after(false, true, true), Watching::LongJobs);
-        assert_eq!(Watching::after(true, true, true), Watching::BlockedJobs);
+    fn the_closest_watch_any_remembered_help_calls_for_wins() {
+        let t0 = Instant::now();
+        let mut memory = HelpMemory::default();
+        assert_eq!(memory.watching(t0), Watching::No);
+        assert!(!memory.checks_blocked(t0));
+        memory.note(Helped::default(), t0);
+        assert_eq!(memory.watching(t0), Watching::Stalls);
+        assert!(!memory.checks_blocked(t0), "a stall is no long job");
+        let long_job = Helped {
+            long_job: true,
+            blocked_job: false,
+        };
+        memory.note(long_job, t0);
+        assert_eq!(memory.watching(t0), Watching::LongJobs);
+        assert!(memory.checks_blocked(t0));
+        let t1 = t0 + HELP_MEMORY / 2;
+        let blocked = Helped {
+            long_job: false,
+            blocked_job: true,
+        };
+        memory.note(blocked, t1);
+        assert_eq!(memory.watching(t1), Watching::BlockedJobs);
+        let t2 = t0 + HELP_MEMORY;
         assert_eq!(
-            Watching::after(true, false, true),
+            memory.watching(t2),
             Watching::BlockedJobs,
-            "the long job's help was forgotten first"
+            "the long job is forgotten, the blocked one is not"
         );
+        assert!(
+            memory.checks_blocked(t2),
+            "a blocked job keeps the check on by itself"
+        );
+        let t3 = t1 + HELP_MEMORY;
+        assert_eq!(memory.watching(t3), Watching::No, "all forgotten");
+        assert!(!memory.checks_blocked(t3));
     }
 
     #[test]
