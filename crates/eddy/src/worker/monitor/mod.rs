@@ -24,7 +24,10 @@
 //!   another process); rescuing its sockets still shortens the tail, but such stalls come
 //!   all the time on a loaded server, and looking every [`WATCH_INTERVAL`] because of them
 //!   kept the monitor waking 4,000 times a second, a tenth of a core, so it looks every
-//!   [`STALL_WATCH_INTERVAL`].
+//!   [`STALL_WATCH_INTERVAL`], and only while some worker is parked: with every worker
+//!   awake there is no sibling to send, a worker about to park first serves any sibling
+//!   stranded past the IO grace (`Worker::rescue_stuck_siblings`), and each look would
+//!   only take a CPU from a busy thread.
 //! * Otherwise it looks every [`CALM_INTERVAL`] while some workers are parked (someone to
 //!   send), and every [`BUSY_INTERVAL`] while every worker is awake (only spares to send,
 //!   and busy workers look after each other between jobs, `siblings`).
@@ -65,8 +68,8 @@ pub(crate) const WATCH_INTERVAL: Duration = crate::reactor::STUCK_IO_GRACE;
 const BLOCKED_WATCH_INTERVAL: Duration = Duration::from_micros(125);
 
 /// How often the monitor looks while it recently helped a worker that was not in a long
-/// job: twice [`WATCH_INTERVAL`], half the wake-ups, for stalls that mostly end by
-/// themselves within a scheduler slice.
+/// job, and some worker is parked: twice [`WATCH_INTERVAL`], half the wake-ups, for stalls
+/// that mostly end by themselves within a scheduler slice.
 const STALL_WATCH_INTERVAL: Duration = Duration::from_micros(500);
 
 /// How long after sending help the monitor keeps watching ([`Watching`]).
@@ -192,7 +195,7 @@ impl MonitorPace {
             MonitorPace::After(BLOCKED_WATCH_INTERVAL)
         } else if look.watching == Watching::LongJobs {
             MonitorPace::After(WATCH_INTERVAL)
-        } else if look.watching == Watching::Stalls {
+        } else if look.watching == Watching::Stalls && look.parked > 0 {
             MonitorPace::After(STALL_WATCH_INTERVAL)
         } else if look.parked > 0 {
             MonitorPace::After(CALM_INTERVAL)
@@ -492,12 +495,20 @@ mod tests {
             (Watching::LongJobs, WATCH_INTERVAL),
             (Watching::Stalls, STALL_WATCH_INTERVAL),
         ] {
-            for (awake, parked) in [(1, 1), (2, 0)] {
-                assert_eq!(
-                    MonitorPace::next(look(awake, parked, true, watching)),
-                    MonitorPace::After(interval)
-                );
-            }
+            assert_eq!(
+                MonitorPace::next(look(1, 1, true, watching)),
+                MonitorPace::After(interval)
+            );
+        }
+        for (watching, interval) in [
+            (Watching::BlockedJobs, BLOCKED_WATCH_INTERVAL),
+            (Watching::LongJobs, WATCH_INTERVAL),
+        ] {
+            assert_eq!(
+                MonitorPace::next(look(2, 0, true, watching)),
+                MonitorPace::After(interval),
+                "with every worker in a long job, a spare is needed soon"
+            );
         }
         assert!(WATCH_INTERVAL < STALL_WATCH_INTERVAL && STALL_WATCH_INTERVAL < CALM_INTERVAL);
         assert!(BLOCKED_WATCH_INTERVAL < WATCH_INTERVAL);
@@ -513,6 +524,11 @@ mod tests {
         assert_eq!(
             MonitorPace::next(look(2, 0, true, Watching::No)),
             MonitorPace::After(BUSY_INTERVAL)
+        );
+        assert_eq!(
+            MonitorPace::next(look(2, 0, true, Watching::Stalls)),
+            MonitorPace::After(BUSY_INTERVAL),
+            "after short stalls, with every worker awake there is nobody to send"
         );
         assert!(WATCH_INTERVAL < CALM_INTERVAL && CALM_INTERVAL < BUSY_INTERVAL);
     }
