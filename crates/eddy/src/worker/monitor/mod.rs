@@ -34,11 +34,12 @@
 //!
 //! At each look, a worker is stuck if it is awake and its cycle counter has not moved since
 //! the last look (one cycle, one job or many, ran for a whole interval), once it has begun
-//! its first cycle ([`Seen`]). While it watches after a long job, a worker whose thread
-//! sleeps in the kernel outside its park is stuck at the first look (`thread_state`): it is
-//! blocked in a job, and a second look would only leave its sockets stranded longer. It is
-//! marked so for as long as it stays in that cycle (`WorkerSlot::mark_blocked`), and the
-//! sibling sent to it serves its IO at once instead of waiting out the IO grace. For a
+//! its first cycle ([`Seen`]). While it watches after a long job (or a blocked one), a worker
+//! whose thread sleeps in the kernel outside its park is stuck at the first look
+//! (`thread_state`, [`HelpMemory::checks_blocked`]): it is blocked in a job, and a second
+//! look would only leave its sockets stranded longer. It is marked so for as long as it
+//! stays in that cycle (`WorkerSlot::mark_blocked`), and the sibling sent to it serves its
+//! IO at once instead of waiting out the IO grace. For a
 //! stuck worker with something waiting (queued jobs, timers, IO sources, or jobs in the
 //! injector) it notifies one parked sibling, whose loop does the rest
 //! (`Worker::rescue_stuck_siblings`: it nests the stuck worker's epoll in its own, fires its
@@ -115,8 +116,8 @@ pub(crate) enum Watching {
     Stalls,
     /// It helped a worker in a long job.
     LongJobs,
-    /// It helped a worker it found blocked in a system call inside a job (and, before that,
-    /// one in a long job).
+    /// It helped a worker it found blocked in a system call inside a job (found only while
+    /// it watches after a long job or an earlier blocked one).
     BlockedJobs,
 }
 
