@@ -67,6 +67,30 @@ impl Job {
         }
     }
 
+    /// The job's word, handing its reference to the caller: for a slot that holds a job in
+    /// an atomic pointer (`worker::next_slot`). [`Job::from_ptr`] gives the job back.
+    #[inline]
+    pub(crate) fn into_ptr(self) -> NonNull<()> {
+        ManuallyDrop::new(self).0
+    }
+
+    /// The job whose word [`Job::into_ptr`] gave.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` came from `Job::into_ptr`, and this is the only call made with that word: it
+    /// holds one reference, which the job returned takes.
+    #[inline]
+    pub(crate) unsafe fn from_ptr(ptr: NonNull<()>) -> Job {
+        Job(ptr)
+    }
+
+    /// Which job this is, without taking it: the address of its task or callback (tagged).
+    #[inline]
+    pub(crate) fn addr(&self) -> usize {
+        self.0.addr().get()
+    }
+
     /// Disposes of a job that will never run because the runtime closed: a task is run once
     /// so that its cell sees the closed runtime and drops the future; a callback is cancelled,
     /// which drops its closure.
@@ -182,6 +206,24 @@ mod tests {
         }
         assert_eq!(ran.load(Ordering::SeqCst), 1);
         assert!(!handle.cancel(), "it ran");
+    }
+
+    #[test]
+    fn a_job_through_its_word_keeps_its_reference_and_runs_once() {
+        let (callback, ran) = counting_callback();
+        let handle = callback.clone();
+        let job = Job::from(callback);
+        let addr = job.addr();
+        let word = job.into_ptr();
+        assert_eq!(word.addr().get(), addr);
+        assert!(!handle.cancelled());
+        // SAFETY: the word came from `into_ptr` just above, and is used once.
+        let job = unsafe { Job::from_ptr(word) };
+        match job.unpack() {
+            UnpackedJob::Callback(c) => c.run(),
+            UnpackedJob::Task(_) => panic!("a callback job unpacked as a task"),
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
 
     #[test]

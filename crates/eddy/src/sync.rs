@@ -29,9 +29,9 @@ impl<T> std::fmt::Debug for Mutex<T> {
 
 pub(crate) mod atomic {
     #[cfg(eddy_loom)]
-    pub(crate) use loom::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
     #[cfg(not(eddy_loom))]
-    pub(crate) use std::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 }
 
 /// Runs a loom model and prints how many interleavings it explored (for the CI log).

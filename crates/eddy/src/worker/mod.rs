@@ -40,6 +40,7 @@ mod io_pace;
 #[cfg(all(test, eddy_loom))]
 mod loom_models;
 pub(crate) mod monitor;
+pub(crate) mod next_slot;
 mod run_order;
 pub(crate) mod schedule;
 pub(crate) mod shared;
@@ -71,6 +72,7 @@ use crate::task::id::TaskId;
 use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
 use io_pace::IoPace;
+use next_slot::NextRuns;
 use run_order::{MaintenanceRhythm, RunOrder, Source};
 use shared::{Shared, WorkerSlot};
 
@@ -199,6 +201,10 @@ pub(crate) struct Worker {
     woken_for_surplus: Cell<Option<usize>>,
     /// The sibling we last handed part of a burst to (`siblings`), until we are idle.
     burst_shared_with: Cell<Option<usize>>,
+    /// The job being run (`Job::addr`), 0 between jobs: a task it wakes runs next.
+    running_job: Cell<usize>,
+    /// How many jobs in a row came out of the next slot (`next_slot`).
+    next_runs: Cell<NextRuns>,
 }
 
 impl Worker {
@@ -227,6 +233,8 @@ impl Worker {
             next_sibling_look: Cell::new(Instant::now()),
             woken_for_surplus: Cell::new(None),
             burst_shared_with: Cell::new(None),
+            running_job: Cell::new(0),
+            next_runs: Cell::new(NextRuns::default()),
         }
     }
 
@@ -264,6 +272,22 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Queues a stealable task woken on this worker. Woken by the job now running, and not
+    /// that job itself (a task that yields goes to the back of the queue), it runs next, out
+    /// of the next slot (`next_slot`), if the slot is free.
+    pub(crate) fn push_woken(&self, job: Job) {
+        let running = self.running_job.get();
+        let job = if running != 0 && running != job.addr() {
+            match self.slot().next.put(job) {
+                Ok(()) => return,
+                Err(job) => job,
+            }
+        } else {
+            job
+        };
+        self.push_local(job);
     }
 
     /// Wakes a parked sibling for work this worker has found (surplus jobs, IO backlog),
@@ -467,7 +491,7 @@ impl Worker {
     }
 
     fn has_ready(&self) -> bool {
-        !self.ready.is_empty() || !self.pinned.borrow().is_empty()
+        !self.ready.is_empty() || !self.slot().next.is_empty() || !self.pinned.borrow().is_empty()
     }
 
     /// Moves what other threads handed us into our queues: pinned tasks woken remotely, and
@@ -644,7 +668,10 @@ impl Worker {
                 && shared.block_ons_awake.load(SeqCst) == 0
                 && shared.injector.is_empty()
                 && shared.workers.iter().all(|w| {
-                    w.inbox.is_empty() && w.stealer.is_empty() && w.burst_share.is_empty()
+                    w.inbox.is_empty()
+                        && w.stealer.is_empty()
+                        && w.next.is_empty()
+                        && w.burst_share.is_empty()
                 });
             if !quiet {
                 return None;
@@ -705,7 +732,8 @@ impl Worker {
 
     /// Runs the jobs that are ready now, in [`RunOrder`]; returns how many ran.
     fn run_ready(&self) -> usize {
-        let mut order = RunOrder::new(self.pinned.borrow().len(), self.ready.len());
+        let next = usize::from(!self.slot().next.is_empty());
+        let mut order = RunOrder::new(self.pinned.borrow().len(), self.ready.len() + next);
         let mut ran = 0;
         while let Some(source) = order.next() {
             if self.shared.is_closed() {
@@ -720,7 +748,7 @@ impl Worker {
             let job = match source {
                 Source::Pinned => self.pinned.borrow_mut().pop_front().map(Job::from),
                 Source::Ready => {
-                    let job = self.ready.pop();
+                    let job = self.next_stealable_job();
                     if job.is_none() {
                         order.ready_ran_out();
                     }
@@ -733,6 +761,27 @@ impl Worker {
             self.wake_guests_if_we_lag();
         }
         ran
+    }
+
+    /// Phase 4's next stealable job: the task the previous job handed over to, unless the
+    /// slot has had its turns in a row (`NextRuns`), else the oldest in the ready queue.
+    fn next_stealable_job(&self) -> Option<Job> {
+        let next = &self.slot().next;
+        let mut runs = self.next_runs.get();
+        let from_slot = if runs.slot_may_run() {
+            next.take()
+        } else {
+            None
+        };
+        let job = if from_slot.is_some() {
+            runs.ran_from_slot();
+            from_slot
+        } else {
+            runs.ran_from_queue();
+            self.ready.pop().or_else(|| next.take())
+        };
+        self.next_runs.set(runs);
+        job
     }
 
     /// Counts a job about to run; true if a maintenance comes first (`MaintenanceRhythm`).
@@ -763,6 +812,13 @@ impl Worker {
     }
 
     fn run_job(&self, job: Job) {
+        self.running_job.set(job.addr());
+        self.run_unpacked(job);
+        self.running_job.set(0);
+    }
+
+    /// `run_job`'s body: polls or runs the job, each containing panics of user code.
+    fn run_unpacked(&self, job: Job) {
         let start = self.shared.config.debug.then(Instant::now);
         match job.unpack() {
             UnpackedJob::Task(runnable) => {
@@ -860,7 +916,7 @@ impl Worker {
             // First: what the inbox and `burst_share` hold lands in the queues emptied below.
             self.take_inbox();
             let mut did_something = false;
-            while let Some(job) = self.ready.pop() {
+            while let Some(job) = self.slot().next.take().or_else(|| self.ready.pop()) {
                 job.discard();
                 did_something = true;
             }

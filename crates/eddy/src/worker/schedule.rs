@@ -36,7 +36,7 @@ use super::Worker;
 /// Pushes a woken stealable task to this thread's ready queue if this thread is a worker of
 /// the task's runtime; otherwise gives it back.
 fn push_if_worker_of(task: Woken<Stealable>) -> Option<Woken<Stealable>> {
-    hand_to_this_worker(task, |_, _| true, |w, r| w.push_local(Job::from(r)))
+    hand_to_this_worker(task, |_, _| true, |w, r| w.push_woken(Job::from(r)))
 }
 
 /// Pushes a woken pinned task to its owner's queue if this thread is that owner.

@@ -28,6 +28,7 @@ use polling::Poller;
 use super::guest::{IoHost, ParkFd};
 use super::idle::Idle;
 use super::monitor::state::MonitorState;
+use super::next_slot::NextSlot;
 use super::spare::Spares;
 use crate::blocking::pool::BlockingPool;
 use crate::clock::Clock;
@@ -98,6 +99,9 @@ pub(crate) struct WorkerSlot {
     /// was up (`worker::siblings`): the owner takes them first thing, idle siblings may
     /// steal them like the ready queue.
     pub(crate) burst_share: Injector<Job>,
+    /// The task the job running on this worker handed over to (`next_slot`): the owner runs
+    /// it next; the monitor and siblings take it out if the worker is stuck.
+    pub(crate) next: NextSlot,
     /// Set from just before the worker's last look at its queues until it is awake again:
     /// a pusher that sees it clear knows the worker will see the push without a notification.
     parked: AtomicBool,
@@ -142,6 +146,7 @@ impl WorkerSlot {
             timers: Arc::new(TimerQueue::new(epoch)),
             inbox: Injector::new(),
             burst_share: Injector::new(),
+            next: NextSlot::new(),
             parked: AtomicBool::new(false),
             exited: AtomicBool::new(false),
             dead: AtomicBool::new(false),
@@ -189,6 +194,7 @@ impl WorkerSlot {
     /// timers, or IO sources (its own or its guests').
     pub(crate) fn has_pending_work(&self) -> bool {
         !self.stealer.is_empty()
+            || !self.next.is_empty()
             || !self.burst_share.is_empty()
             || self.timers.next_deadline_nanos().is_some()
             || self.has_io()
@@ -537,6 +543,9 @@ impl Shared {
             .filter(|w| w.dead.load(Ordering::SeqCst))
         {
             drain_queue(|| w.stealer.steal(), Job::discard);
+            if let Some(job) = w.next.take() {
+                job.discard();
+            }
             drain_queue(|| w.burst_share.steal(), Job::discard);
             // Pinned tasks: their futures may not be dropped away from their (gone) thread.
             drain_queue(|| w.inbox.steal(), std::mem::forget);

@@ -320,8 +320,14 @@ impl Worker {
             seen[i] = Some(jobs);
             // Not its `burst_share` queue: a sibling that has just woken has not finished a
             // cycle since our last look either, and is about to take those itself.
-            if i != self.index && stalled && !w.is_parked() && !w.stealer.is_empty() {
-                self.steal_batch_from(i);
+            if i != self.index && stalled && !w.is_parked() {
+                // The task its long job handed over to waits behind that job too.
+                if let Some(job) = w.next.take() {
+                    self.push_local(job);
+                }
+                if !w.stealer.is_empty() {
+                    self.steal_batch_from(i);
+                }
             }
         }
     }

@@ -302,6 +302,11 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                 Seen::Still => {
                     look.awake += 1;
                     still.push(i);
+                    // The task its job handed over to would wait for the job's end: it goes
+                    // where any worker takes it (the help sent below, or one awake already).
+                    if let Some(job) = w.next.take() {
+                        shared.push_remote(job);
+                    }
                     if injector_waits || w.has_pending_work() {
                         stuck.push(i);
                         helped.blocked_job |= blocked;
