@@ -18,7 +18,9 @@
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
 //! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
 //!    counted separately, taking turns: `run_order`). What they schedule runs next cycle, so
-//!    one task that re-wakes itself cannot starve IO, timers or other tasks. Every
+//!    one task that re-wakes itself cannot starve IO, timers or other tasks; one exception
+//!    within the count: a task woken by the running job takes the next stealable turn, out
+//!    of the next slot, at most `NEXT_RUNS_IN_A_ROW` times in a row (`next_slot`). Every
 //!    `GLOBAL_QUEUE_INTERVAL` jobs the worker also takes one job from the global injector
 //!    (Go's and tokio's fairness rule) and absorbs its pinned-task inbox; at most every
 //!    `SIBLING_LOOK_INTERVAL` it also serves stuck siblings' late timers and stranded IO, and
@@ -29,6 +31,7 @@
 //! Invariants:
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and
 //!   `pinned`; siblings steal from `ready` through its `Stealer` and never see `pinned`.
+//!   Only this thread fills its next slot; the monitor and siblings may empty it.
 //! * `searching` mirrors this worker's share of the `Idle` searching count.
 //! * No user panic unwinds through this loop: callbacks run inside `catch_unwind`, and task
 //!   cells contain panics of `poll` and of the future's destructor themselves.

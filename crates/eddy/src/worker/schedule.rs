@@ -6,6 +6,7 @@
 //!
 //! | submitter                    | goes to                        | wakes                      |
 //! |------------------------------|--------------------------------|----------------------------|
+//! | the job running on a worker, waking a task | that worker's next slot, if free (`next_slot`) | nobody: it runs next |
 //! | a worker of this runtime     | its own ready queue (`Worker`) | one parked sibling, only if nobody searches; if that sibling is not up when the burst is about to run, the newer half goes to its `burst_share` queue |
 //! | any other thread             | the `Injector`                 | one parked worker, only if nobody searches |
 //! | waking a pinned task remotely| the owner's inbox              | the owner, if it is parked |
