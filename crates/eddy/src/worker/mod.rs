@@ -9,12 +9,13 @@
 //!    job (their timers late by `shared::STUCK_TIMER_GRACE`, IO left for
 //!    `reactor::STUCK_IO_GRACE`), takes back a burst share no sibling has taken yet, then
 //!    searches (steal a batch from a random sibling, then from the global injector, then
-//!    take the IO events of awake siblings), and only then parks in one `epoll_wait` until
-//!    its earliest timer, a notification or IO (the monitor wakes it for a stuck sibling).
-//!    A worker with IO sources parks instead as a sibling's
-//!    guest when it can: its epoll nested in the sibling's, itself asleep on an eventfd,
-//!    so that one awake worker serves the IO of both (`handoff`). With a paused clock the
-//!    last worker to go idle jumps the clock instead of sleeping (`clock`).
+//!    take the IO events of awake siblings); work found in any of these ways runs this
+//!    cycle, after one zero-timeout harvest of the worker's own IO. Only when none finds
+//!    anything does it park in one `epoll_wait` until its earliest timer, a notification or
+//!    IO (the monitor wakes it for a stuck sibling). A worker with IO sources parks instead
+//!    as a sibling's guest when it can: its epoll nested in the sibling's, itself asleep on
+//!    an eventfd, so that one awake worker serves the IO of both (`handoff`). With a paused
+//!    clock the last worker to go idle jumps the clock instead of sleeping (`clock`).
 //! 3. **Move due timers** to the ready queue (callbacks) or wake their tasks (`sleep`).
 //! 4. **Run exactly the jobs that were ready** when the phase began (pinned and stealable
 //!    counted separately, taking turns: `run_order`). What they schedule runs next cycle, so
@@ -33,6 +34,8 @@
 //!   `pinned`; siblings steal from `ready` through its `Stealer` and never see `pinned`.
 //!   Only this thread fills its next slot; the monitor and siblings may empty it.
 //! * `searching` mirrors this worker's share of the `Idle` searching count.
+//! * Every cycle harvests this worker's own poller, waits on it, or parks it nested in a
+//!   host's: serving siblings never leaves its own sockets unread for longer than a cycle.
 //! * No user panic unwinds through this loop: callbacks run inside `catch_unwind`, and task
 //!   cells contain panics of `poll` and of the future's destructor themselves.
 
@@ -347,10 +350,14 @@ impl Worker {
         let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
             self.harvest_without_waiting();
-        } else if !self.rescue_stuck_siblings()
-            && !self.reclaim_unclaimed_share()
-            && !self.find_work()
+        } else if self.rescue_stuck_siblings() || self.reclaim_unclaimed_share() || self.find_work()
         {
+            // Work found elsewhere (a stuck sibling's IO, a stolen batch) runs this cycle,
+            // and the next cycle may find more of it the same way: our own sockets still get
+            // their look now, or a worker serving a preempted sibling would leave them
+            // waiting for as long as the sibling waits for a CPU.
+            self.harvest_without_waiting();
+        } else {
             self.park(next_timer);
             // What a sibling handed us while we slept runs in this cycle.
             self.take_inbox();
