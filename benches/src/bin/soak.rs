@@ -244,10 +244,18 @@ fn main() -> io::Result<()> {
             threads_changed_at = Some(samples.len());
         }
         samples.push([all, anon, heap, live]);
+        let metrics = rt.metrics();
+        // A spare's thread starts the first time every worker is stuck at once; one that has
+        // started has parked or run something since.
+        let spares_up = metrics
+            .spares
+            .iter()
+            .filter(|w| w.parks + w.tasks_polled + w.callbacks_run > 0)
+            .count();
         println!(
-            "{s:>5} s  rss {all:>6} kB  anon {anon:>6} kB  heap {heap:>6} kB  live {live:>6} kB  fds {:>4}  threads {now_threads:>2} (blocking {})  {}",
+            "{s:>5} s  rss {all:>6} kB  anon {anon:>6} kB  heap {heap:>6} kB  live {live:>6} kB  fds {:>4}  threads {now_threads:>2} (blocking {}, spares {spares_up})  {}",
             open_fds()?,
-            rt.metrics().blocking_threads,
+            metrics.blocking_threads,
             counts.line()
         );
         if s == warmup {
