@@ -96,8 +96,10 @@ fn a_sibling_serves_the_io_of_a_stuck_worker() {
 #[test]
 fn a_worker_serving_a_stuck_siblings_io_still_reads_its_own() {
     with_deadline(Duration::from_secs(90), || {
+        // No spares: one standing in for a worker 1 that looks stuck would read its socket.
         let rt = eddy::Builder::new()
             .workers(2)
+            .spare_workers(0)
             .thread_name("own")
             .build()
             .unwrap();

@@ -246,11 +246,19 @@ fn main() -> io::Result<()> {
         samples.push([all, anon, heap, live]);
         let metrics = rt.metrics();
         // A spare's thread starts the first time every worker is stuck at once; one that has
-        // started has parked or run something since.
+        // started has since parked, run, stolen, harvested or fired something.
         let spares_up = metrics
             .spares
             .iter()
-            .filter(|w| w.parks + w.tasks_polled + w.callbacks_run > 0)
+            .filter(|w| {
+                w.parks
+                    + w.tasks_polled
+                    + w.callbacks_run
+                    + w.steal_operations
+                    + w.io_events
+                    + w.timers_fired
+                    > 0
+            })
             .count();
         println!(
             "{s:>5} s  rss {all:>6} kB  anon {anon:>6} kB  heap {heap:>6} kB  live {live:>6} kB  fds {:>4}  threads {now_threads:>2} (blocking {}, spares {spares_up})  {}",

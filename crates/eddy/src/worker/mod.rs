@@ -34,8 +34,9 @@
 //!   `pinned`; siblings steal from `ready` through its `Stealer` and never see `pinned`.
 //!   Only this thread fills its next slot; the monitor and siblings may empty it.
 //! * `searching` mirrors this worker's share of the `Idle` searching count.
-//! * Every cycle harvests this worker's own poller, waits on it, or parks it nested in a
-//!   host's: serving siblings never leaves its own sockets unread for longer than a cycle.
+//! * Serving siblings never leaves this worker's own sockets unread for more than a cycle:
+//!   a cycle that runs work found elsewhere harvests its own poller too, and one that finds
+//!   nothing waits on it (or lends it to a host) unless work arrives as it parks.
 //! * No user panic unwinds through this loop: callbacks run inside `catch_unwind`, and task
 //!   cells contain panics of `poll` and of the future's destructor themselves.
 
@@ -356,7 +357,11 @@ impl Worker {
             // and the next cycle may find more of it the same way: our own sockets still get
             // their look now, or a worker serving a preempted sibling would leave them
             // waiting for as long as the sibling waits for a CPU.
+            let found_io = self.queued_io.get();
             self.harvest_without_waiting();
+            // What our harvest adds does not make a stolen batch an IO backlog: the cycle
+            // is judged (`stop_searching`, the IO pace) by the work it went looking for.
+            self.queued_io.set(found_io);
         } else {
             self.park(next_timer);
             // What a sibling handed us while we slept runs in this cycle.
