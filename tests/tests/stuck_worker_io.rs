@@ -21,27 +21,42 @@ fn register_here(ours: &UnixStream) {
     assert!(first.as_mut().poll(&mut cx).is_pending());
 }
 
-/// Spawns a stealable task that reads four bytes from `ours` and sends them on `read_tx`; it
-/// tells `pending_tx` once its read waits for the poller.
-fn spawn_reader(ours: UnixStream, pending_tx: mpsc::Sender<()>, read_tx: mpsc::Sender<[u8; 4]>) {
-    drop(eddy::spawn(async move {
-        let mut buf = [0u8; 4];
-        {
-            let mut read = pin!(ours.read_exact(&mut buf));
-            let mut told = false;
-            std::future::poll_fn(|cx| {
-                let r = read.as_mut().poll(cx);
-                if r.is_pending() && !told {
-                    told = true;
-                    let _ = pending_tx.send(());
-                }
-                r
-            })
-            .await
-            .unwrap();
-        }
-        let _ = read_tx.send(buf);
-    }));
+/// A socket registered with worker `worker`'s poller, and a stealable task whose read of
+/// four bytes from it is pending; returns the peer to write to and where the four bytes
+/// arrive once read.
+fn waiting_reader(anchors: &Anchors, worker: usize) -> (StdUnixStream, mpsc::Receiver<[u8; 4]>) {
+    let (peer_tx, peer_rx) = mpsc::channel();
+    let (pending_tx, pending_rx) = mpsc::channel();
+    let (read_tx, read_rx) = mpsc::channel();
+    anchors.run(worker, move || async move {
+        let (ours, theirs) = StdUnixStream::pair().unwrap();
+        let ours = UnixStream::from_std(ours).unwrap();
+        register_here(&ours);
+        drop(eddy::spawn(async move {
+            let mut buf = [0u8; 4];
+            {
+                let mut read = pin!(ours.read_exact(&mut buf));
+                let mut told = false;
+                std::future::poll_fn(|cx| {
+                    let r = read.as_mut().poll(cx);
+                    if r.is_pending() && !told {
+                        told = true;
+                        let _ = pending_tx.send(());
+                    }
+                    r
+                })
+                .await
+                .unwrap();
+            }
+            let _ = read_tx.send(buf);
+        }));
+        peer_tx.send(theirs).unwrap();
+    });
+    let theirs = peer_rx.recv().unwrap();
+    pending_rx
+        .recv_timeout(PATIENCE)
+        .expect("the reader never polled its read");
+    (theirs, read_rx)
 }
 
 /// The reading task has registered its interest (its read is pending) before the worker that
@@ -57,20 +72,7 @@ fn a_sibling_serves_the_io_of_a_stuck_worker() {
             .build()
             .unwrap();
         let anchors = Anchors::new(&rt, "io", 2);
-        let (peer_tx, peer_rx) = mpsc::channel();
-        let (pending_tx, pending_rx) = mpsc::channel();
-        let (read_tx, read_rx) = mpsc::channel();
-        anchors.run(0, move || async move {
-            let (ours, theirs) = StdUnixStream::pair().unwrap();
-            let ours = UnixStream::from_std(ours).unwrap();
-            register_here(&ours);
-            spawn_reader(ours, pending_tx, read_tx);
-            peer_tx.send(theirs).unwrap();
-        });
-        let theirs = peer_rx.recv().unwrap();
-        pending_rx
-            .recv_timeout(PATIENCE)
-            .expect("the reader never polled its read");
+        let (theirs, read_rx) = waiting_reader(&anchors, 0);
 
         // Worker 0 gets stuck until the reader has read.
         let (stuck_tx, stuck_rx) = mpsc::channel();
@@ -106,20 +108,7 @@ fn a_worker_serving_a_stuck_siblings_io_still_reads_its_own() {
         let anchors = Anchors::new(&rt, "own", 2);
 
         // Worker 1's own socket, with a reader waiting on it.
-        let (peer_tx, peer_rx) = mpsc::channel();
-        let (pending_tx, pending_rx) = mpsc::channel();
-        let (read_tx, read_rx) = mpsc::channel();
-        anchors.run(1, move || async move {
-            let (ours, theirs) = StdUnixStream::pair().unwrap();
-            let ours = UnixStream::from_std(ours).unwrap();
-            register_here(&ours);
-            spawn_reader(ours, pending_tx, read_tx);
-            peer_tx.send(theirs).unwrap();
-        });
-        let theirs = peer_rx.recv().unwrap();
-        pending_rx
-            .recv_timeout(PATIENCE)
-            .expect("the reader never polled its read");
+        let (theirs, read_rx) = waiting_reader(&anchors, 1);
 
         // Two bouncers on worker 0's poller: each reads a byte and writes one to the other.
         let hops = Arc::new(AtomicUsize::new(0));
