@@ -195,7 +195,20 @@ fn a_task_queued_behind_a_stuck_worker_is_stolen() {
 /// because a busy worker looks for siblings that stopped making progress.
 #[test]
 fn a_task_queued_behind_a_stuck_worker_is_stolen_by_a_busy_sibling() {
-    with_deadline(LIMIT, || {
+    queued_behind_a_stuck_worker_run_on_a_busy_sibling(1);
+}
+
+/// The same with a whole queue behind the stuck worker: the busy sibling takes all of it,
+/// not only the batch an idle thief would take.
+#[test]
+fn every_task_queued_behind_a_stuck_worker_runs_on_a_busy_sibling() {
+    queued_behind_a_stuck_worker_run_on_a_busy_sibling(300);
+}
+
+/// Worker 1 always has a job ready; worker 0 queues `tasks` tasks and then blocks until they
+/// have all run (or `PATIENCE` passes).
+fn queued_behind_a_stuck_worker_run_on_a_busy_sibling(tasks: usize) {
+    with_deadline(LIMIT, move || {
         let rt = Builder::new()
             .workers(2)
             .thread_name("busy")
@@ -215,13 +228,21 @@ fn a_task_queued_behind_a_stuck_worker_is_stolen_by_a_busy_sibling() {
         let (tx, rx) = mpsc::channel();
         anchors.run(0, move || async move {
             let (ran_tx, ran_rx) = mpsc::channel();
-            drop(eddy::spawn(async move {
-                let _ = ran_tx.send(());
-            }));
-            let _ = tx.send(ran_rx.recv_timeout(PATIENCE).is_ok());
+            for _ in 0..tasks {
+                let ran_tx = ran_tx.clone();
+                drop(eddy::spawn(async move {
+                    let _ = ran_tx.send(());
+                }));
+            }
+            let deadline = Instant::now() + PATIENCE;
+            let all_ran = (0..tasks).all(|_| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                ran_rx.recv_timeout(left).is_ok()
+            });
+            let _ = tx.send(all_ran);
         });
         let stolen = rx.recv().unwrap();
         stop.store(true, Ordering::SeqCst);
-        assert!(stolen, "the task waited for the stuck job to end");
+        assert!(stolen, "a task waited for the stuck job to end");
     });
 }

@@ -5,7 +5,8 @@
 //! 1. **Tidy the timer heap** (asyncio's rebuild-or-pop rule, in `timer`).
 //! 2. **Choose a timeout and wait for IO.** If something is ready (or a timer is due) the
 //!    timeout is zero: the worker harvests IO, with one zero-timeout `epoll_wait`, only if it
-//!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long
+//!    has sources (see `reactor`), and looks after its siblings if one look interval has
+//!    passed (as at maintenance, below). Otherwise the worker first serves siblings stuck in a long
 //!    job (their timers late by `shared::STUCK_TIMER_GRACE`, IO left for
 //!    `reactor::STUCK_IO_GRACE`), takes back a burst share no sibling has taken yet, then
 //!    searches (steal a batch from a random sibling, then from the global injector, then
@@ -25,7 +26,7 @@
 //!    `GLOBAL_QUEUE_INTERVAL` jobs the worker also takes one job from the global injector
 //!    (Go's and tokio's fairness rule) and absorbs its pinned-task inbox; at most every
 //!    `SIBLING_LOOK_INTERVAL` it also serves stuck siblings' late timers and stranded IO, and
-//!    steals from a sibling that stalled. If a burst queued here woke a sibling that is not
+//!    takes the queue of a sibling that stalled. If a burst queued here woke a sibling that is not
 //!    up yet, the newer half of a large queue goes to that sibling first (`siblings`,
 //!    "sharing a burst"); the rest runs here.
 //!
@@ -351,6 +352,9 @@ impl Worker {
         let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
             self.harvest_without_waiting();
+            // Between maintenances too: a sibling preempted after its harvest holds the
+            // jobs it queued until someone looks (`siblings`).
+            self.look_after_busy_siblings();
         } else if self.rescue_stuck_siblings() || self.reclaim_unclaimed_share() || self.find_work()
         {
             // Work found elsewhere (a stuck sibling's IO, a stolen batch) runs this cycle,
@@ -809,7 +813,7 @@ impl Worker {
 
     /// Every [`GLOBAL_QUEUE_INTERVAL`](run_order::GLOBAL_QUEUE_INTERVAL) jobs: one job from
     /// the injector (so it is never starved by a busy local queue), the pinned inbox, and (at
-    /// most every `SIBLING_LOOK_INTERVAL`) late sibling timers, stranded sibling IO and half
+    /// most every `SIBLING_LOOK_INTERVAL`) late sibling timers, stranded sibling IO and all
     /// the queue of a sibling that stalled.
     fn maintenance(&self) {
         self.take_inbox();

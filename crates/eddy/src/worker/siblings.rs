@@ -15,21 +15,23 @@
 //!   life. If we run out of work before the sibling is up, we take the share back
 //!   (`reclaim_unclaimed_share`): no job waits on a slow wake-up while a worker idles.
 //!
-//! * **Stealing work** a sibling has queued: half its ready queue, either when we are idle
-//!   (`steal_from_siblings`, a random victim first) or, when busy, from a sibling whose job
-//!   count has not moved since our previous look (`steal_from_stalled_siblings`).
+//! * **Stealing work** a sibling has queued: half its ready queue when we are idle
+//!   (`steal_from_siblings`, a random victim first); when busy, all of it, from a sibling
+//!   whose job count has not moved since our previous look (`steal_from_stalled_siblings`).
 //! * **Taking IO** a sibling has not harvested: events waiting for an awake sibling when we
 //!   are idle (`harvest_awake_siblings`), or for any sibling that has not harvested for
 //!   `reactor::STUCK_IO_GRACE` or that the monitor found blocked in a system call
 //!   (`rescue_stranded_io`).
 //! * **Firing late timers** of a sibling stuck in a long job (`rescue_late_timers`).
 //!
-//! A busy worker looks at most every [`SIBLING_LOOK_INTERVAL`], not at every maintenance:
-//! each look reads cache lines its siblings write on every job (their queue ends, job
-//! counters, cycle counters), so it costs a cache miss here and another one on the
-//! sibling's next write. Looking at every maintenance (a few µs apart when jobs are short)
-//! would make workers that share nothing pay for each other; the graces it serves are
-//! milliseconds.
+//! A busy worker looks at the start of each cycle and at each maintenance, but at most
+//! every [`SIBLING_LOOK_INTERVAL`]: each look reads cache lines its siblings write on every
+//! job (their queue ends, job counters, cycle counters), so it costs a cache miss here and
+//! another one on the sibling's next write, and looking every few microseconds would make
+//! workers that share nothing pay for each other. Looking only at maintenance (every
+//! `GLOBAL_QUEUE_INTERVAL` jobs) is not enough: with jobs of a few microseconds that is
+//! every few hundred, and a sibling preempted right after its harvest left the jobs it
+//! queued waiting for two such looks (docs/decisions.md).
 //!
 //! Only this worker's thread calls these; they touch siblings only through what `Shared`
 //! shares on purpose (stealers, pollers and source tables, timer heaps with `try_lock`).
@@ -44,9 +46,10 @@ use super::Worker;
 use crate::job::Job;
 use crate::reactor::{EventActions, Reactor, STUCK_IO_GRACE};
 
-/// How often a busy worker looks after its siblings: well below the graces it serves
-/// (`STUCK_IO_GRACE`, `STUCK_TIMER_GRACE`), far above the time between maintenances.
-pub(super) const SIBLING_LOOK_INTERVAL: Duration = Duration::from_micros(500);
+/// How often, at most, a busy worker looks after its siblings: half `STUCK_IO_GRACE`, so
+/// that a sibling's queue waits about as long as its sockets before it is taken (a sibling
+/// is stalled when it finished no job between two looks), and still tens of jobs apart.
+pub(super) const SIBLING_LOOK_INTERVAL: Duration = Duration::from_micros(125);
 
 /// The smallest ready queue worth splitting with a sibling that is still waking up: below
 /// it, the jobs are likely done here before the sibling runs.
@@ -133,6 +136,25 @@ impl Worker {
         stole
     }
 
+    /// Moves all of worker `victim`'s ready queue to ours, a batch at a time (not its
+    /// `burst_share` queue).
+    fn steal_ready_queue_of(&self, victim: usize) {
+        let stealer = &self.shared.workers[victim].stealer;
+        let before = self.ready.len();
+        let mut batches = 0;
+        while !stealer.is_empty() && retry(|| stealer.steal_batch(&self.ready)) {
+            batches += 1;
+        }
+        if batches > 0 {
+            let counters = &self.slot().counters;
+            counters.steal_operations.add(batches);
+            // Approximate: a sibling may be stealing from us at the same time.
+            counters
+                .stolen_items
+                .add(self.ready.len().saturating_sub(before) as u64);
+        }
+    }
+
     /// Moves every job of a `burst_share` queue (ours or a sibling's) to our ready queue.
     pub(super) fn take_burst_share(&self, share: &Injector<Job>) {
         while retry(|| share.steal_batch(&self.ready)) {}
@@ -198,8 +220,8 @@ impl Worker {
         self.ready.len() > before
     }
 
-    /// Busy: the maintenance share of helping, if `SIBLING_LOOK_INTERVAL` has passed since
-    /// the last look.
+    /// Busy (at the start of a cycle with work, and at maintenance): the share of helping
+    /// a busy worker does, if `SIBLING_LOOK_INTERVAL` has passed since the last look.
     pub(super) fn look_after_busy_siblings(&self) {
         if self.shared.workers.len() == 1 {
             return;
@@ -300,13 +322,15 @@ impl Worker {
         found
     }
 
-    /// Steals half the ready queue of each awake sibling that has not finished a job since
+    /// Steals the whole ready queue of each awake sibling that has not finished a job since
     /// our previous look (at least `SIBLING_LOOK_INTERVAL` ago): it is in a long job, or its
     /// thread waits for a CPU. (Jobs, not `_run_once` cycles: one cycle of a
     /// busy worker runs thousands of jobs, and stealing from a worker that is merely busy
     /// only bounces tasks between caches.) With more runnable threads than cores a
     /// preempted worker waits a whole scheduler slice for its next turn, and
-    /// its queued tasks would wait with it, since only idle workers steal otherwise.
+    /// its queued tasks would wait with it, since only idle workers steal otherwise. All of
+    /// it, not half as an idle thief takes: a sibling that ran nothing for a whole interval
+    /// is unlikely to run the other half within the next, and those jobs would wait for it.
     fn steal_from_stalled_siblings(&self) {
         let workers = &self.shared.workers;
         if workers.len() == 1 {
@@ -325,9 +349,7 @@ impl Worker {
                 if let Some(job) = w.next.take() {
                     self.push_local(job);
                 }
-                if !w.stealer.is_empty() {
-                    self.steal_batch_from(i);
-                }
+                self.steal_ready_queue_of(i);
             }
         }
     }
