@@ -5,8 +5,7 @@
 //! 1. **Tidy the timer heap** (asyncio's rebuild-or-pop rule, in `timer`).
 //! 2. **Choose a timeout and wait for IO.** If something is ready (or a timer is due) the
 //!    timeout is zero: the worker harvests IO, with one zero-timeout `epoll_wait`, only if it
-//!    has sources (see `reactor`), and looks after its siblings if one look interval has
-//!    passed (as at maintenance, below). Otherwise the worker first serves siblings stuck in a long
+//!    has sources (see `reactor`). Otherwise the worker first serves siblings stuck in a long
 //!    job (their timers late by `shared::STUCK_TIMER_GRACE`, IO left for
 //!    `reactor::STUCK_IO_GRACE`), takes back a burst share no sibling has taken yet, then
 //!    searches (steal a batch from a random sibling, then from the global injector, then
@@ -24,9 +23,10 @@
 //!    within the count: a task woken by the running job takes the next stealable turn, out
 //!    of the next slot, at most `NEXT_RUNS_IN_A_ROW` times in a row (`next_slot`). Every
 //!    `GLOBAL_QUEUE_INTERVAL` jobs the worker also takes one job from the global injector
-//!    (Go's and tokio's fairness rule) and absorbs its pinned-task inbox; at most every
-//!    `SIBLING_LOOK_INTERVAL` it also serves stuck siblings' late timers and stranded IO, and
-//!    takes the queue of a sibling that stalled. If a burst queued here woke a sibling that is not
+//!    (Go's and tokio's fairness rule) and absorbs its pinned-task inbox; every
+//!    `SIBLING_LOOK_CHECK_JOBS` jobs, at most every `SIBLING_LOOK_INTERVAL`, it also serves
+//!    stuck siblings' late timers and stranded IO, and takes the queue of a sibling that
+//!    stalled. If a burst queued here woke a sibling that is not
 //!    up yet, the newer half of a large queue goes to that sibling first (`siblings`,
 //!    "sharing a burst"); the rest runs here.
 //!
@@ -81,7 +81,7 @@ use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
 use io_pace::IoPace;
 use next_slot::NextRuns;
-use run_order::{MaintenanceRhythm, RunOrder, Source};
+use run_order::{Maintenance, MaintenanceRhythm, RunOrder, Source};
 use shared::{Shared, WorkerSlot};
 
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
@@ -352,9 +352,6 @@ impl Worker {
         let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
             self.harvest_without_waiting();
-            // Between maintenances too: a sibling preempted after its harvest holds the
-            // jobs it queued until someone looks (`siblings`).
-            self.look_after_busy_siblings();
         } else if self.rescue_stuck_siblings() || self.reclaim_unclaimed_share() || self.find_work()
         {
             // Work found elsewhere (a stuck sibling's IO, a stolen batch) runs this cycle,
@@ -761,8 +758,12 @@ impl Worker {
             // Before taking our next job, not after: `maintenance` may run a job from the
             // injector, and one that blocks for long must not strand a job we took out of the
             // ready queue, where siblings can no longer steal it.
-            if self.maintenance_due() {
-                self.maintenance();
+            match self.maintenance_due() {
+                Maintenance::None => {}
+                // Between maintenances too: a sibling preempted after its harvest holds the
+                // jobs it queued until someone looks (`siblings`).
+                Maintenance::SiblingLook => self.look_after_busy_siblings(),
+                Maintenance::Full => self.maintenance(),
             }
             let job = match source {
                 Source::Pinned => self.pinned.borrow_mut().pop_front().map(Job::from),
@@ -803,10 +804,10 @@ impl Worker {
         job
     }
 
-    /// Counts a job about to run; true if a maintenance comes first (`MaintenanceRhythm`).
-    fn maintenance_due(&self) -> bool {
+    /// Counts a job about to run; says what comes first (`MaintenanceRhythm`).
+    fn maintenance_due(&self) -> Maintenance {
         let mut rhythm = self.rhythm.get();
-        let due = rhythm.maintenance_before_next_job();
+        let due = rhythm.before_next_job();
         self.rhythm.set(rhythm);
         due
     }

@@ -11,6 +11,22 @@
 /// rhythm does not lock onto a workload's own period.
 pub(super) const GLOBAL_QUEUE_INTERVAL: u32 = 61;
 
+/// Jobs between two checks whether a busy worker's look after its siblings is due (one
+/// clock read, against `SIBLING_LOOK_INTERVAL`): with jobs of a few microseconds that is
+/// about every interval, and far shorter jobs share the clock read sixteen at a time.
+pub(super) const SIBLING_LOOK_CHECK_JOBS: u32 = 16;
+
+/// What comes before the next job of phase 4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Maintenance {
+    /// Nothing: run the job.
+    None,
+    /// A look after the siblings, if `SIBLING_LOOK_INTERVAL` has passed since the last.
+    SiblingLook,
+    /// The whole maintenance: the injector, the pinned inbox and the sibling look.
+    Full,
+}
+
 /// Where phase 4's next job comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Source {
@@ -63,17 +79,24 @@ impl RunOrder {
 }
 
 /// Counts the jobs a worker runs, to precede every [`GLOBAL_QUEUE_INTERVAL`]th one with a
-/// maintenance. It runs across cycles: short phases still get their maintenance.
+/// maintenance and every [`SIBLING_LOOK_CHECK_JOBS`]th one with a sibling look. It runs
+/// across cycles: short phases still get their maintenance.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct MaintenanceRhythm {
     jobs: u32,
 }
 
 impl MaintenanceRhythm {
-    /// Counts one more job; true if a maintenance comes before it.
-    pub(super) fn maintenance_before_next_job(&mut self) -> bool {
+    /// Counts one more job; says what comes before it.
+    pub(super) fn before_next_job(&mut self) -> Maintenance {
         self.jobs = self.jobs.wrapping_add(1);
-        self.jobs % GLOBAL_QUEUE_INTERVAL == 0
+        if self.jobs % GLOBAL_QUEUE_INTERVAL == 0 {
+            Maintenance::Full
+        } else if self.jobs % SIBLING_LOOK_CHECK_JOBS == 0 {
+            Maintenance::SiblingLook
+        } else {
+            Maintenance::None
+        }
     }
 }
 
@@ -111,18 +134,25 @@ mod tests {
     }
 
     #[test]
-    fn every_61st_job_is_preceded_by_a_maintenance() {
+    fn every_61st_job_is_preceded_by_a_maintenance_and_every_16th_by_a_sibling_look() {
         let mut rhythm = MaintenanceRhythm::default();
-        let due: Vec<u32> = (1..=200)
-            .filter(|_| rhythm.maintenance_before_next_job())
+        let before: Vec<(u32, Maintenance)> = (1..=200)
+            .map(|job| (job, rhythm.before_next_job()))
+            .filter(|&(_, m)| m != Maintenance::None)
             .collect();
-        assert_eq!(
-            due,
-            [
-                GLOBAL_QUEUE_INTERVAL,
-                2 * GLOBAL_QUEUE_INTERVAL,
-                3 * GLOBAL_QUEUE_INTERVAL
-            ]
-        );
+        let full: Vec<u32> = before
+            .iter()
+            .filter(|&&(_, m)| m == Maintenance::Full)
+            .map(|&(job, _)| job)
+            .collect();
+        assert_eq!(full, [61, 122, 183]);
+        let looks: Vec<u32> = before
+            .iter()
+            .filter(|&&(_, m)| m == Maintenance::SiblingLook)
+            .map(|&(job, _)| job)
+            .collect();
+        // Every 16th job, but a full maintenance (which looks too) never also counts as one.
+        let expected: Vec<u32> = (1..=200).filter(|j| j % 16 == 0 && j % 61 != 0).collect();
+        assert_eq!(looks, expected);
     }
 }

@@ -24,7 +24,7 @@
 //!   (`rescue_stranded_io`).
 //! * **Firing late timers** of a sibling stuck in a long job (`rescue_late_timers`).
 //!
-//! A busy worker looks at the start of each cycle and at each maintenance, but at most
+//! A busy worker looks every `SIBLING_LOOK_CHECK_JOBS` jobs (`run_order`), but at most
 //! every [`SIBLING_LOOK_INTERVAL`]: each look reads cache lines its siblings write on every
 //! job (their queue ends, job counters, cycle counters), so it costs a cache miss here and
 //! another one on the sibling's next write, and looking every few microseconds would make
@@ -220,8 +220,8 @@ impl Worker {
         self.ready.len() > before
     }
 
-    /// Busy (at the start of a cycle with work, and at maintenance): the share of helping
-    /// a busy worker does, if `SIBLING_LOOK_INTERVAL` has passed since the last look.
+    /// Busy (between jobs, see `run_order::Maintenance`): the share of helping a busy
+    /// worker does, if `SIBLING_LOOK_INTERVAL` has passed since the last look.
     pub(super) fn look_after_busy_siblings(&self) {
         if self.shared.workers.len() == 1 {
             return;
