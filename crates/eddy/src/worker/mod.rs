@@ -26,9 +26,9 @@
 //!    (Go's and tokio's fairness rule) and absorbs its pinned-task inbox; every
 //!    `SIBLING_LOOK_CHECK_JOBS` jobs, at most every `SIBLING_LOOK_INTERVAL`, it also serves
 //!    stuck siblings' late timers and stranded IO, and takes the queue of a sibling that
-//!    stalled. If a burst queued here woke a sibling that is not
-//!    up yet, the newer half of a large queue goes to that sibling first (`siblings`,
-//!    "sharing a burst"); the rest runs here.
+//!    stalled. If a burst queued here woke a sibling that is not up yet, the newer half of a
+//!    large queue goes to that sibling first (`siblings`, "sharing a burst"); the rest runs
+//!    here.
 //!
 //! Invariants:
 //! * Only this thread pushes to or pops from `ready` (the `crossbeam_deque::Worker`) and

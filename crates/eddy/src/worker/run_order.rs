@@ -134,7 +134,7 @@ mod tests {
     }
 
     #[test]
-    fn every_61st_job_is_preceded_by_a_maintenance_and_every_16th_by_a_sibling_look() {
+    fn maintenances_and_sibling_looks_come_on_their_own_job_rhythms() {
         let mut rhythm = MaintenanceRhythm::default();
         let before: Vec<(u32, Maintenance)> = (1..=200)
             .map(|job| (job, rhythm.before_next_job()))
@@ -145,14 +145,17 @@ mod tests {
             .filter(|&&(_, m)| m == Maintenance::Full)
             .map(|&(job, _)| job)
             .collect();
-        assert_eq!(full, [61, 122, 183]);
+        let g = GLOBAL_QUEUE_INTERVAL;
+        assert_eq!(full, [g, 2 * g, 3 * g]);
         let looks: Vec<u32> = before
             .iter()
             .filter(|&&(_, m)| m == Maintenance::SiblingLook)
             .map(|&(job, _)| job)
             .collect();
         // Every 16th job, but a full maintenance (which looks too) never also counts as one.
-        let expected: Vec<u32> = (1..=200).filter(|j| j % 16 == 0 && j % 61 != 0).collect();
+        let expected: Vec<u32> = (1..=200)
+            .filter(|j| j % SIBLING_LOOK_CHECK_JOBS == 0 && j % g != 0)
+            .collect();
         assert_eq!(looks, expected);
     }
 }

@@ -136,14 +136,21 @@ impl Worker {
         stole
     }
 
-    /// Moves all of worker `victim`'s ready queue to ours, a batch at a time (not its
-    /// `burst_share` queue).
+    /// Moves worker `victim`'s ready queue to ours, a batch at a time (not its
+    /// `burst_share` queue): as many jobs as it held when we began, so that a victim that
+    /// resumes and pushes meanwhile cannot keep us here.
     fn steal_ready_queue_of(&self, victim: usize) {
         let stealer = &self.shared.workers[victim].stealer;
         let before = self.ready.len();
+        let mut left = stealer.len();
         let mut batches = 0;
-        while !stealer.is_empty() && retry(|| stealer.steal_batch(&self.ready)) {
+        while left > 0 {
+            let had = self.ready.len();
+            if !retry(|| stealer.steal_batch(&self.ready)) {
+                break;
+            }
             batches += 1;
+            left = left.saturating_sub(self.ready.len().saturating_sub(had).max(1));
         }
         if batches > 0 {
             let counters = &self.slot().counters;
