@@ -127,13 +127,18 @@ impl Worker {
         let stole = retry(|| slot.stealer.steal_batch(&self.ready))
             || retry(|| slot.burst_share.steal_batch(&self.ready));
         if stole {
-            let counters = &self.slot().counters;
-            counters.steal_operations.add(1);
-            // Approximate: a sibling may be stealing from us at the same time.
-            let moved = self.ready.len().saturating_sub(before);
-            counters.stolen_items.add(moved as u64);
+            self.count_steals(1, before);
         }
         stole
+    }
+
+    /// Counts `batches` steals on our metrics, which grew our ready queue from `before` jobs.
+    fn count_steals(&self, batches: u64, before: usize) {
+        let counters = &self.slot().counters;
+        counters.steal_operations.add(batches);
+        // Approximate: a sibling may be stealing from us at the same time.
+        let moved = self.ready.len().saturating_sub(before);
+        counters.stolen_items.add(moved as u64);
     }
 
     /// Moves worker `victim`'s ready queue to ours, a batch at a time (not its
@@ -153,12 +158,7 @@ impl Worker {
             left = left.saturating_sub(self.ready.len().saturating_sub(had).max(1));
         }
         if batches > 0 {
-            let counters = &self.slot().counters;
-            counters.steal_operations.add(batches);
-            // Approximate: a sibling may be stealing from us at the same time.
-            counters
-                .stolen_items
-                .add(self.ready.len().saturating_sub(before) as u64);
+            self.count_steals(batches, before);
         }
     }
 
