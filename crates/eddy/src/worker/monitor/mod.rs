@@ -371,13 +371,18 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
 }
 
 /// Whether awake worker `w` is blocked in a job: it has not harvested its IO for
-/// [`BLOCKED_CHECK_AFTER`] and its thread sleeps in the kernel (`thread_state`).
+/// [`BLOCKED_CHECK_AFTER`], its thread sleeps in the kernel (`thread_state`), and it is
+/// still not parked once that is read. A worker marks itself parked before it goes to sleep
+/// in its park, so a worker that parked between the caller's look at its park state and the
+/// read of its thread's state is parked at the second look, not blocked in a job (taken for
+/// blocked, it would stay marked so for as long as it sleeps in that cycle).
 fn blocked_in_a_job(w: &WorkerSlot, now: Instant) -> bool {
     let since_harvest = w.timers.nanos(now).saturating_sub(w.reactor.last_polled());
     let tid = w.tid.load(Ordering::SeqCst);
     since_harvest >= BLOCKED_CHECK_AFTER.as_nanos() as u64
         && tid != 0
         && thread_state::is_asleep(tid) == Some(true)
+        && !w.is_parked()
 }
 
 /// Whether a worker seen stuck at every look for `stuck_for` is in a long job, not a thread
