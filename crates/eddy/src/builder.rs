@@ -10,6 +10,8 @@ use crate::clock::Clock;
 use crate::exception::{ExceptionContext, ExceptionHandler, HandlerFn};
 use crate::hooks::ThreadHooks;
 use crate::runtime::Runtime;
+use crate::worker::monitor::alarm::Alarm;
+use crate::worker::monitor::state::MonitorState;
 use crate::worker::shared::{Config, Shared, WorkerSlot};
 use crate::worker::spare::Spares;
 
@@ -317,6 +319,12 @@ impl Builder {
             run_shutdown_timeout: self.run_shutdown_timeout,
             time_slice,
         };
+        // The monitor serves stuck workers through their siblings: useless with one worker.
+        let monitor = if n > 1 {
+            MonitorState::with_alarm(Alarm::new()?)
+        } else {
+            MonitorState::default()
+        };
         let shared = Arc::new(Shared::new(
             slots,
             Spares::new(spare_queues, self.thread_name.clone(), self.hooks.clone()),
@@ -329,6 +337,7 @@ impl Builder {
                 self.hooks.clone(),
             ),
             Clock::new(epoch, self.start_paused),
+            monitor,
         ));
         let mut threads = Vec::with_capacity(n);
         for (index, queue) in queues.into_iter().enumerate() {
@@ -337,7 +346,6 @@ impl Builder {
                 crate::worker::spawn_thread(name, &shared, index, queue, self.hooks.clone());
             keep_or_unwind(spawned, &mut threads, &shared)?;
         }
-        // The monitor serves stuck workers through their siblings: useless with one worker.
         if n > 1 {
             let shared2 = shared.clone();
             let spawned = std::thread::Builder::new()

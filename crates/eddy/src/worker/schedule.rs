@@ -160,8 +160,10 @@ impl Shared {
         atomic::fence(Ordering::SeqCst);
         if self.is_closed() {
             self.handler.serving(|| self.drain_injector());
-        } else {
-            self.wake_idle();
+        } else if self.wake_idle().is_some() {
+            // If the monitor sleeps, its alarm is set here, not by the worker just woken:
+            // that worker then finds it set and goes straight to the job.
+            self.monitor.worker_awake();
         }
     }
 

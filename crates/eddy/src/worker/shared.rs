@@ -305,6 +305,7 @@ impl Shared {
         config: Config,
         blocking: BlockingPool,
         clock: Clock,
+        monitor: MonitorState,
     ) -> Self {
         let regular = workers.len() - spares.count();
         Shared {
@@ -314,7 +315,7 @@ impl Shared {
             injector: Injector::new(),
             idle: Idle::new(regular),
             registry: TaskRegistry::new(),
-            monitor: MonitorState::default(),
+            monitor,
             blocking,
             handler,
             config,
@@ -357,6 +358,7 @@ impl Shared {
             config,
             pool,
             clock,
+            MonitorState::default(),
         ))
     }
 

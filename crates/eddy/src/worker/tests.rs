@@ -92,6 +92,40 @@ fn the_monitor_of_an_idle_runtime_sleeps() {
     });
 }
 
+/// A worker that wakes while the monitor sleeps sets the monitor's alarm instead of waking
+/// it at once; the monitor still looks, and serves what a job that then holds the worker
+/// strands: a timer due on the held worker's heap fires while the job still holds it.
+#[test]
+fn a_worker_woken_while_the_monitor_sleeps_is_still_watched() {
+    within(|| {
+        let rt = Builder::new().workers(2).spare_workers(0).build().unwrap();
+        let task = rt.handle().spawn(async { 1 });
+        assert_eq!(rt.block_on(task).unwrap(), 1);
+        let monitor = &rt.shared().monitor;
+        let end = std::time::Instant::now() + PATIENCE;
+        while !monitor.is_asleep() {
+            assert!(
+                std::time::Instant::now() < end,
+                "the monitor of an idle runtime never went to sleep"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (fired_tx, fired_rx) = mpsc::channel::<()>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        // Spawned from this thread: a parked worker wakes for it while the monitor sleeps.
+        let held = rt.handle().spawn(async move {
+            // On this worker's own heap: only a sibling the monitor sends fires it while the
+            // job below holds the worker.
+            crate::call_later(Duration::from_millis(1), move || fired_tx.send(()).unwrap());
+            release_rx.recv().unwrap();
+        });
+        let fired = fired_rx.recv_timeout(PATIENCE);
+        release_tx.send(()).unwrap();
+        rt.block_on(held).unwrap();
+        fired.expect("the held worker's due timer never fired while it was held");
+    });
+}
+
 /// Right after a long job, the monitor reads whether a worker's thread sleeps in the kernel,
 /// and takes one that does outside its park for blocked in a job (`monitor::thread_state`),
 /// without waiting for a second look to see its cycle counter stand still; until the worker

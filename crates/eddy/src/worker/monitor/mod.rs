@@ -11,9 +11,10 @@
 //! help ([`MonitorPace`]): each of its wake-ups costs tens of microseconds of CPU, so
 //! looking at every `WATCH_INTERVAL` all the time would cost a sizeable part of a core.
 //!
-//! * Once every worker is parked and none ran a cycle for a whole look, it sleeps on a
-//!   condition variable until one wakes up (a worker leaving its park checks one flag, and
-//!   signals only if the monitor sleeps): an idle runtime costs nothing.
+//! * Once every worker is parked and none ran a cycle for a whole look, it sleeps until one
+//!   wakes up: an idle runtime costs nothing. A worker leaving its park checks one flag,
+//!   and if the monitor sleeps, sets its alarm for a first look a little later (`alarm`):
+//!   waking the monitor at once would put a futex wake-up before the worker's first job.
 //! * For [`HELP_MEMORY`] after it last sent help, it watches ([`Watching`]): a server whose
 //!   handlers now and then run long keeps its rescues quick. How closely depends on what it
 //!   last helped with. After a long job (a worker seen stuck for [`LONG_JOB`],
@@ -50,6 +51,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) mod alarm;
 pub(crate) mod state;
 pub(crate) mod thread_state;
 
@@ -241,25 +243,29 @@ impl Seen {
 /// The monitor thread's loop; returns when the runtime closes.
 pub(crate) fn run(shared: &Arc<Shared>) {
     let state = &shared.monitor;
+    let alarm = (state.alarm.as_ref()).expect("a runtime with a monitor built its alarm");
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
     let mut memory = HelpMemory::default();
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
     while !shared.is_closed() {
-        {
-            let mut guard = state.lock.lock();
-            match pace {
-                MonitorPace::UntilWoken => {
-                    state.idle.store(true, Ordering::SeqCst);
-                    // Re-check after publishing `idle`: a worker that woke in between either
-                    // saw the flag (and will signal) or is visible as awake here.
-                    if shared.every_loop_parked() && !shared.is_closed() {
-                        state.cv.wait(&mut guard);
-                    }
-                    state.idle.store(false, Ordering::SeqCst);
+        match pace {
+            MonitorPace::UntilWoken => {
+                state.idle.store(true, Ordering::SeqCst);
+                // Re-check after publishing `idle`: a worker that woke in between either saw
+                // the flag (and sets the alarm) or is visible as awake here. Only a worker
+                // or shutdown sets the alarm (one set for a wake that this re-check already
+                // saw only brings the next look early).
+                if shared.every_loop_parked() && !shared.is_closed() {
+                    alarm.wait();
                 }
-                MonitorPace::After(interval) => {
+                state.idle.store(false, Ordering::SeqCst);
+            }
+            MonitorPace::After(interval) => {
+                let mut guard = state.lock.lock();
+                // Under the lock shutdown takes to signal: closed now, or the signal comes.
+                if !shared.is_closed() {
                     state.cv.wait_for(&mut guard, interval);
                 }
             }
