@@ -43,9 +43,9 @@ impl MonitorState {
         }
     }
 
-    /// A worker left its park: make sure the monitor looks again. If it sleeps, its alarm is
-    /// set for [`FIRST_LOOK_AFTER_WAKE`] from now: no thread is woken on the worker's way to
-    /// the job it woke up for (`alarm`).
+    /// A worker left its park, or a thread outside the runtime just woke one: make sure the
+    /// monitor looks again. If it sleeps, its alarm is set for [`FIRST_LOOK_AFTER_WAKE`]
+    /// from now: no thread is woken on the worker's way to the job it woke up for (`alarm`).
     #[inline]
     pub(crate) fn worker_awake(&self) {
         if self.idle.load(Ordering::SeqCst) && self.idle.swap(false, Ordering::SeqCst) {
