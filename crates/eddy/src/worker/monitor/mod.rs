@@ -243,7 +243,7 @@ impl Seen {
 /// The monitor thread's loop; returns when the runtime closes.
 pub(crate) fn run(shared: &Arc<Shared>) {
     let state = &shared.monitor;
-    let alarm = (state.alarm.as_ref()).expect("a runtime with a monitor built its alarm");
+    let alarm = state.alarm.as_ref().expect("a runtime with a monitor built its alarm");
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
     let mut memory = HelpMemory::default();
     // Since which look each worker has been stuck without a break.
@@ -254,9 +254,9 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             MonitorPace::UntilWoken => {
                 state.idle.store(true, Ordering::SeqCst);
                 // Re-check after publishing `idle`: a worker that woke in between either saw
-                // the flag (and sets the alarm) or is visible as awake here. Only a worker
-                // or shutdown sets the alarm (one set for a wake that this re-check already
-                // saw only brings the next look early).
+                // the flag (and sets the alarm) or is visible as awake here. Only a waking
+                // worker, the thread that woke it from outside, or shutdown sets the alarm
+                // (one set for a wake this re-check already saw only brings a look early).
                 if shared.every_loop_parked() && !shared.is_closed() {
                     alarm.wait();
                 }
