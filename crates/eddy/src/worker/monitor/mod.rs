@@ -243,7 +243,10 @@ impl Seen {
 /// The monitor thread's loop; returns when the runtime closes.
 pub(crate) fn run(shared: &Arc<Shared>) {
     let state = &shared.monitor;
-    let alarm = state.alarm.as_ref().expect("a runtime with a monitor built its alarm");
+    let alarm = state
+        .alarm
+        .as_ref()
+        .expect("a runtime with a monitor built its alarm");
     let mut last_cycles: Vec<u64> = vec![0; shared.workers.len()];
     let mut memory = HelpMemory::default();
     // Since which look each worker has been stuck without a break.
