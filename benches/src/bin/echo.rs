@@ -37,12 +37,16 @@ fn main() -> io::Result<()> {
     if let Some(i) = args.iter().position(|a| a == "--serve") {
         return serve(&args[i + 1]);
     }
-    // `--client ADDR PID`: only the load, against a server started by hand (for profiling
-    // it under strace or perf).
+    // `--client ADDR PID [CONNS]`: only the load (64 connections unless told), against a
+    // server started by hand (for profiling it under strace or perf).
     if let Some(i) = args.iter().position(|a| a == "--client") {
         let addr: SocketAddr = args[i + 1].parse().map_err(io::Error::other)?;
         let pid: u32 = args[i + 2].parse().map_err(io::Error::other)?;
-        let r = load(addr, 64, Duration::from_secs(3), pid)?;
+        let conns: usize = match args.get(i + 3) {
+            Some(n) => n.parse().map_err(io::Error::other)?,
+            None => 64,
+        };
+        let r = load(addr, conns, Duration::from_secs(3), pid)?;
         println!(
             "{:.0} req/s, server CPU {:.2} µs/req",
             r.rps, r.cpu_us_per_req
