@@ -83,6 +83,7 @@ use io_pace::IoPace;
 use next_slot::NextRuns;
 use run_order::{Maintenance, MaintenanceRhythm, RunOrder, Source};
 use shared::{Shared, WorkerSlot};
+use siblings::RescueFrom;
 
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
 const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
@@ -352,7 +353,9 @@ impl Worker {
         let timer_due = next_timer.is_some_and(|t| t <= self.shared.clock.now());
         if self.has_ready() || timer_due {
             self.harvest_without_waiting();
-        } else if self.rescue_stuck_siblings() || self.reclaim_unclaimed_share() || self.find_work()
+        } else if self.rescue_stuck_siblings(RescueFrom::Idle)
+            || self.reclaim_unclaimed_share()
+            || self.find_work()
         {
             // Work found elsewhere (a stuck sibling's IO, a stolen batch) runs this cycle,
             // and the next cycle may find more of it the same way: our own sockets still get

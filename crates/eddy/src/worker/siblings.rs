@@ -85,6 +85,28 @@ fn io_is_stranded(since_harvest: u64, known_blocked: bool) -> bool {
     known_blocked || since_harvest >= STUCK_IO_GRACE.as_nanos() as u64
 }
 
+/// Whether to look into a sibling's epoll for stranded IO (one `poll` system call): when
+/// its IO is stranded, unless its epoll is nested in ours and our own wait comes next
+/// (`our_wait_reports_it`): that wait, or the harvest that replaces it, reports the
+/// sibling's events too, so on every idle cycle of a host the look would be a system call
+/// for nothing. Between jobs of a long cycle of ours it is still worth one.
+fn worth_a_look_for_stranded_io(
+    our_wait_reports_it: bool,
+    since_harvest: u64,
+    known_blocked: bool,
+) -> bool {
+    !our_wait_reports_it && io_is_stranded(since_harvest, known_blocked)
+}
+
+/// Where a rescue of stuck siblings runs, which decides what it needs to look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RescueFrom {
+    /// Phase 2 with nothing ready: our own harvest or wait follows at once.
+    Idle,
+    /// Between jobs of a long cycle (`look_after_busy_siblings`).
+    BetweenJobs,
+}
+
 /// Repeats a steal that lost a race (`Retry`) until it succeeds or finds nothing.
 fn retry(mut steal: impl FnMut() -> Steal<()>) -> bool {
     loop {
@@ -238,16 +260,16 @@ impl Worker {
             return;
         }
         self.next_sibling_look.set(now + SIBLING_LOOK_INTERVAL);
-        self.rescue_stuck_siblings();
+        self.rescue_stuck_siblings(RescueFrom::BetweenJobs);
         self.steal_from_stalled_siblings();
     }
 
     /// Serves siblings stuck in a long job: fires their timers that are late by more than
     /// the grace period, and harvests their IO if they have not for `STUCK_IO_GRACE`. True
     /// if anything was found.
-    pub(super) fn rescue_stuck_siblings(&self) -> bool {
+    pub(super) fn rescue_stuck_siblings(&self, from: RescueFrom) -> bool {
         let timers = self.rescue_late_timers();
-        let io = self.rescue_stranded_io();
+        let io = self.rescue_stranded_io(from);
         timers || io
     }
 
@@ -256,7 +278,7 @@ impl Worker {
     /// counts: its events sit in the kernel until it runs). Their epoll is nested in ours
     /// from now until they park again (`host_stalled`), so that what arrives next wakes us
     /// at once; what is waiting already is harvested here.
-    fn rescue_stranded_io(&self) -> bool {
+    fn rescue_stranded_io(&self, from: RescueFrom) -> bool {
         let workers = &self.shared.workers;
         if workers.len() == 1 {
             return false;
@@ -278,7 +300,13 @@ impl Worker {
             }
         }
         self.harvest_siblings(|w| {
-            let stranded = stranded(w) && Reactor::maybe_ready(&w.poller);
+            let our_wait_reports_it = from == RescueFrom::Idle && w.io_host.is(self.index);
+            let look = worth_a_look_for_stranded_io(
+                our_wait_reports_it,
+                now.saturating_sub(w.reactor.last_polled()),
+                w.is_known_blocked(),
+            );
+            let stranded = look && Reactor::maybe_ready(&w.poller);
             if stranded {
                 w.reactor.note_polled(now);
             }
@@ -379,6 +407,19 @@ mod tests {
             io_is_stranded(grace / 2, true),
             "a worker blocked in a system call will not harvest within the grace"
         );
+    }
+
+    #[test]
+    fn an_epoll_nested_in_ours_is_looked_into_only_when_our_own_wait_is_not_next() {
+        let grace = STUCK_IO_GRACE.as_nanos() as u64;
+        assert!(worth_a_look_for_stranded_io(false, grace, false));
+        assert!(worth_a_look_for_stranded_io(false, 0, true));
+        assert!(!worth_a_look_for_stranded_io(false, grace - 1, false));
+        assert!(
+            !worth_a_look_for_stranded_io(true, 10 * grace, false),
+            "our own wait reports its events"
+        );
+        assert!(!worth_a_look_for_stranded_io(true, 10 * grace, true));
     }
 
     #[test]
