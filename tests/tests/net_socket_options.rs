@@ -643,3 +643,26 @@ fn lookup_host_of_a_literal_skips_the_pool() {
         assert_eq!(got, ["10.1.2.3:99".parse::<SocketAddr>().unwrap()]);
     });
 }
+
+/// `AsFd`/`AsRawFd` give the socket's own descriptor, for options eddy does not wrap: what
+/// is set through it is what eddy's getters read, the listener's address is the one it
+/// reports, and the raw and borrowed forms agree.
+#[test]
+fn tcp_sockets_lend_their_descriptor() {
+    use socket2::SockRef;
+    use std::os::fd::AsFd;
+    block_on_within(rt(2), PATIENCE, async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let by_fd = SockRef::from(&listener).local_addr().unwrap();
+        assert_eq!(by_fd.as_socket(), Some(listener.local_addr().unwrap()));
+        assert_eq!(listener.as_raw_fd(), listener.as_fd().as_raw_fd());
+
+        let (client, server) = pair().await;
+        for (stream, on) in [(&client, true), (&server, false)] {
+            SockRef::from(stream).set_tcp_nodelay(on).unwrap();
+            assert_eq!(stream.nodelay().unwrap(), on);
+            assert_eq!(stream.as_raw_fd(), stream.as_fd().as_raw_fd());
+        }
+        assert_ne!(client.as_raw_fd(), server.as_raw_fd());
+    });
+}

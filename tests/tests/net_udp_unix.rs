@@ -132,3 +132,38 @@ fn unix_datagrams() {
     });
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `AsFd`/`AsRawFd` on UDP and Unix sockets give each socket's own descriptor: its type
+/// and address read through it are the socket's, and the raw and borrowed forms agree.
+#[test]
+fn udp_and_unix_sockets_lend_their_descriptor() {
+    use socket2::{SockRef, Type};
+    use std::os::fd::{AsFd, AsRawFd};
+    run(async {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let by_fd = SockRef::from(&udp);
+        assert_eq!(by_fd.r#type().unwrap(), Type::DGRAM);
+        let addr = by_fd.local_addr().unwrap();
+        assert_eq!(addr.as_socket(), Some(udp.local_addr().unwrap()));
+        assert_eq!(udp.as_raw_fd(), udp.as_fd().as_raw_fd());
+
+        let dir = temp_dir("lend");
+        let path = dir.join("sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let by_fd = SockRef::from(&listener).local_addr().unwrap();
+        assert_eq!(by_fd.as_pathname(), Some(path.as_path()));
+        assert_eq!(listener.as_raw_fd(), listener.as_fd().as_raw_fd());
+
+        let (a, b) = UnixStream::pair().unwrap();
+        assert_eq!(SockRef::from(&a).r#type().unwrap(), Type::STREAM);
+        assert_ne!(a.as_raw_fd(), b.as_raw_fd());
+        assert_eq!(b.as_raw_fd(), b.as_fd().as_raw_fd());
+
+        let (c, d) = UnixDatagram::pair().unwrap();
+        assert_eq!(SockRef::from(&c).r#type().unwrap(), Type::DGRAM);
+        assert_ne!(c.as_raw_fd(), d.as_raw_fd());
+        assert_eq!(d.as_raw_fd(), d.as_fd().as_raw_fd());
+        drop(listener);
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}

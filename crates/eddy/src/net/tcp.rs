@@ -98,6 +98,8 @@ pub struct TcpListener {
     io: Async<std::net::TcpListener>,
 }
 
+impl_fd_traits!(TcpListener, |s| &s.io);
+
 impl fmt::Debug for TcpListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TcpListener")
@@ -263,6 +265,8 @@ impl futures_core::Stream for Incoming<'_> {
 pub struct TcpStream {
     conn: Conn<std::net::TcpStream>,
 }
+
+impl_fd_traits!(TcpStream, |s| &*s.conn.0);
 
 impl fmt::Debug for TcpStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -30,6 +30,8 @@ pub struct UdpSocket {
     io: Async<std::net::UdpSocket>,
 }
 
+impl_fd_traits!(UdpSocket, |s| &s.io);
+
 impl fmt::Debug for UdpSocket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UdpSocket")

@@ -45,6 +45,8 @@ pub struct UnixListener {
     io: Async<std_unix::UnixListener>,
 }
 
+impl_fd_traits!(UnixListener, |s| &s.io);
+
 impl fmt::Debug for UnixListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UnixListener")
@@ -115,6 +117,8 @@ impl UnixListener {
 pub struct UnixStream {
     conn: Conn<std_unix::UnixStream>,
 }
+
+impl_fd_traits!(UnixStream, |s| &*s.conn.0);
 
 impl fmt::Debug for UnixStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -215,6 +219,8 @@ impl_async_write!(UnixStream);
 pub struct UnixDatagram {
     io: Async<std_unix::UnixDatagram>,
 }
+
+impl_fd_traits!(UnixDatagram, |s| &s.io);
 
 impl fmt::Debug for UnixDatagram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
