@@ -12,10 +12,12 @@
 //! timers with it; it serves them like any worker, sleeping as a worker's guest when it can,
 //! so that a spare costs a parked thread once the jobs are over.
 //!
-//! A spare is a worker in every list that siblings look through (stealing, rescuing, hosting
-//! a guest), but not in the idle bookkeeping (`Idle` counts the workers only: a spare never
-//! searches and is never picked to be woken), not a home for timers set from outside the
-//! workers, and not in `RuntimeMetrics::workers` (see `RuntimeMetrics::spares`).
+//! A spare is a worker in the lists that siblings look through to steal and to rescue, but
+//! no worker hands it its epoll to host (waking a spare for a worker's events would keep it
+//! busy once it is no longer needed). It is not in the idle bookkeeping (`Idle` counts the
+//! workers only: a spare steals whenever it is awake but is never counted as searching, and
+//! is never picked to be woken), not a home for timers set from outside the workers, and not
+//! in `RuntimeMetrics::workers` (see `RuntimeMetrics::spares`).
 
 use std::io;
 use std::thread::JoinHandle;

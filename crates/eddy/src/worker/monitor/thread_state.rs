@@ -11,9 +11,10 @@
 //! runs on the CPU for a while is normal.
 //!
 //! Reading the state costs three system calls (open, read, close of the thread's `stat`
-//! file), so the monitor reads it only while it watches closely after a long job
-//! (`Watching::LongJobs`), and only for a worker that has not harvested its IO for a while
-//! (`BLOCKED_CHECK_AFTER`): a worker that harvests every cycle is not blocked.
+//! file), so the monitor reads it only while it watches closely after a long job or a
+//! blocked one (`HelpMemory::checks_blocked`), and only for a worker that has not harvested
+//! its IO for a while (`BLOCKED_CHECK_AFTER`): a worker that harvests every cycle is not
+//! blocked.
 
 use std::fs::File;
 use std::io::Read;
