@@ -6,8 +6,11 @@
 //! unit tests of their own and a benchmark (`docs/benchmarks.md`).
 //!
 //! Worker 0 ("X") owns the sockets in every test; worker 1 ("Y") is its host. Y has no IO
-//! sources, so it never becomes a guest itself, and X, having no timers, parks without a
-//! deadline: whenever X sleeps while Y can host, it sleeps as Y's guest.
+//! sources (but in the last test), so it never becomes a guest itself, and X, having no
+//! timers, parks without a deadline: whenever X parks while Y can host, it sleeps as Y's
+//! guest. A parked Y without IO of its own cannot become X's host (`handoff::can_host`), so
+//! the tests keep Y awake while X goes to sleep as its guest (`park_x_as_guest`); once X is
+//! its guest, Y may park too and go on hosting it.
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -112,6 +115,14 @@ fn wait_for_guest_park(rt: &eddy::Runtime, w: usize, after: u64) {
     );
 }
 
+/// With Y awake (kept so by the caller): wakes X and waits until it sleeps as Y's guest, in a
+/// guest park begun after `after` guest parks. X may have parked on its own epoll while Y
+/// was parked, and would stay there until something woke it.
+fn park_x_as_guest(rt: &eddy::Runtime, anchors: &Anchors, after: u64) {
+    anchors.run(X, || async {});
+    wait_for_guest_park(rt, X, after);
+}
+
 /// One request and its echo on `peer`; panics if no echo comes back.
 fn round_trip(peer: &mut StdUnixStream) {
     peer.set_read_timeout(Some(PATIENCE)).unwrap();
@@ -130,7 +141,7 @@ fn the_sockets_of_a_guest_are_served_while_it_sleeps() {
         let (_, mut peers) = echo_sockets(&anchors, X, 4);
         let stop = Arc::new(AtomicBool::new(false));
         keep_awake(&anchors, Y, stop.clone());
-        wait_for_guest_park(&rt, X, 0);
+        park_x_as_guest(&rt, &anchors, 0);
         for i in 0..400 {
             let n = peers.len();
             round_trip(&mut peers[i % n]);
@@ -140,7 +151,9 @@ fn the_sockets_of_a_guest_are_served_while_it_sleeps() {
 }
 
 /// X sleeps as Y's guest and then Y parks too: Y's epoll, with X's nested in it, is the only
-/// one anybody waits on. Requests are still answered, each sent with both workers asleep.
+/// one anybody waits on. Requests are still answered, each sent with both workers asleep,
+/// also after Y, woken only for X's events many times in a row, gives up hosting X and X
+/// waits on its own epoll again (`PASS_HOSTING_AFTER` is 64).
 #[test]
 fn io_of_a_guest_is_served_when_every_worker_sleeps() {
     with_deadline(LIMIT, || {
@@ -148,9 +161,9 @@ fn io_of_a_guest_is_served_when_every_worker_sleeps() {
         let (_, mut peers) = echo_sockets(&anchors, X, 2);
         let stop = Arc::new(AtomicBool::new(false));
         keep_awake(&anchors, Y, stop.clone());
-        wait_for_guest_park(&rt, X, 0);
+        park_x_as_guest(&rt, &anchors, 0);
         stop.store(true, Ordering::Relaxed);
-        for i in 0..50 {
+        for i in 0..200 {
             assert!(
                 wait_until_all_workers_sleep(&rt, PATIENCE),
                 "the workers did not go to sleep"
@@ -175,7 +188,10 @@ fn a_guest_still_runs_its_pinned_tasks_when_they_are_woken() {
         };
 
         // Both asleep, X as Y's guest (the only host it can have).
-        wait_for_guest_park(&rt, X, 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        keep_awake(&anchors, Y, stop.clone());
+        park_x_as_guest(&rt, &anchors, 0);
+        stop.store(true, Ordering::Relaxed);
         assert!(wait_until_all_workers_sleep(&rt, PATIENCE));
         // A pinned task of X sleeps on X's timer heap; X goes back to sleep as Y's guest,
         // now with a deadline, and only X's own park can end for it.
@@ -190,7 +206,13 @@ fn a_guest_still_runs_its_pinned_tasks_when_they_are_woken() {
             ("timer", x_thread)
         );
 
-        // A pinned task of X woken from this thread while X sleeps as a guest again.
+        // A pinned task of X woken from this thread while X sleeps as a guest again (of an
+        // awake Y: having taken its epoll back for the timer, X cannot go back to a parked
+        // Y without IO).
+        // The task takes X's anchor until it is woken, so it wakes X for the last time
+        // before that.
+        let stop = Arc::new(AtomicBool::new(false));
+        keep_awake(&anchors, Y, stop.clone());
         let before = guest_parks(&rt, X);
         let (wake_tx, wake_rx) = async_channel::bounded::<()>(1);
         anchors.run(X, move || async move {
@@ -203,6 +225,7 @@ fn a_guest_still_runs_its_pinned_tasks_when_they_are_woken() {
             reply_rx.recv_timeout(PATIENCE).unwrap(),
             ("message", x_thread)
         );
+        stop.store(true, Ordering::Relaxed);
 
         // And shutdown reaches it: dropping the runtime returns (the test's limit catches a
         // worker that never hears of it).
@@ -239,7 +262,7 @@ fn a_busy_host_still_serves_its_guests_io() {
             let _ = started_tx.send(());
         });
         started.recv().unwrap();
-        wait_for_guest_park(&rt, X, 0);
+        park_x_as_guest(&rt, &anchors, 0);
         for _ in 0..50 {
             round_trip(&mut peers[0]);
         }
@@ -340,7 +363,7 @@ fn a_guest_of_a_stuck_host_is_woken_for_its_io() {
             let _ = released.recv_timeout(PATIENCE);
         });
         stuck.recv().unwrap();
-        wait_for_guest_park(&rt, X, 0);
+        park_x_as_guest(&rt, &anchors, 0);
         round_trip(&mut peers[0]);
         drop(release);
     });
@@ -374,7 +397,7 @@ fn add_reader_callbacks_of_a_guest_still_run() {
         added.recv().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         keep_awake(&anchors, Y, stop.clone());
-        wait_for_guest_park(&rt, X, 0);
+        park_x_as_guest(&rt, &anchors, 0);
         for _ in 0..100 {
             theirs.write_all(b"ping").unwrap();
             let n = got_rx
@@ -383,5 +406,37 @@ fn add_reader_callbacks_of_a_guest_still_run() {
             assert_eq!(n, 4);
         }
         stop.store(true, Ordering::Relaxed);
+    });
+}
+
+/// Y has a socket of its own, and hosts X while both sleep. Woken only for X's events many
+/// times in a row (`PASS_HOSTING_AFTER` is 64), Y swaps roles with X: Y's epoll goes into
+/// X's, X is woken to wait on its own epoll, and Y sleeps as X's guest. Every request is
+/// answered before, across and after the swap, on X's sockets and on Y's.
+#[test]
+fn requests_are_answered_across_a_host_passing_the_hosting_to_its_guest() {
+    with_deadline(LIMIT, || {
+        let (rt, anchors) = runtime(2);
+        let (_, mut x_peers) = echo_sockets(&anchors, X, 2);
+        let stop = Arc::new(AtomicBool::new(false));
+        keep_awake(&anchors, Y, stop.clone());
+        park_x_as_guest(&rt, &anchors, 0);
+        stop.store(true, Ordering::Relaxed);
+        // Y's socket comes once X is its guest: an awake Y with sockets could be rescued
+        // by X when its thread waits for a CPU (X would then host Y, not sleep as its guest).
+        let (_, mut y_peers) = echo_sockets(&anchors, Y, 1);
+        for i in 0..200 {
+            assert!(
+                wait_until_all_workers_sleep(&rt, PATIENCE),
+                "the workers did not go to sleep"
+            );
+            let n = x_peers.len();
+            round_trip(&mut x_peers[i % n]);
+        }
+        for _ in 0..20 {
+            assert!(wait_until_all_workers_sleep(&rt, PATIENCE));
+            round_trip(&mut y_peers[0]);
+            round_trip(&mut x_peers[0]);
+        }
     });
 }

@@ -24,6 +24,14 @@
 //!   every guest epoll sits in an epoll that its owner waits on or harvests every cycle;
 //! * `io_host` is set only while the guest's fd is in the host's epoll.
 //!
+//! A host pays for each of its guests' events a second `epoll_wait` (the guest's, after its
+//! own reported it). So a parked sibling hosts only if it has IO of its own (`can_host`),
+//! which would wake it anyway, and a host woken many times in a row only for its guest's
+//! events (`GuestOnlyWakes`) gives the hosting up when it next parks: the guest is woken to
+//! wait on its own epoll again, and the host's epoll, if it has sockets, goes into the
+//! guest's (`pass_hosting_locked`). With one busy connection on the guest that saves one
+//! system call per request.
+//!
 //! A host serves its guests' events in its phase 2, so while it runs a long cycle (many
 //! jobs, or long ones) they wait. A host that has not harvested for `STUCK_IO_GRACE` wakes
 //! a guest whose epoll has events (`wake_guests_if_we_lag`, between jobs), and a host stuck
@@ -60,13 +68,54 @@ fn worth_a_guest_sleep(timeout: Option<Duration>) -> bool {
     timeout != Some(Duration::ZERO)
 }
 
-/// The sibling to hand our epoll to, from `(index, parked)` of those that can host it: an
-/// awake host serves our events in passing; a parked one is woken by them (then only one
-/// of us wakes per event instead of both). The first awake one, else the first parked one.
+/// Whether a sibling can host our epoll: an awake one serves our events in passing; a parked
+/// one only if it has IO of its own (sockets, or guests), which would wake it anyway. A
+/// parked sibling without IO would be woken by our events alone, and pay a second
+/// `epoll_wait` (ours) for each, where we, waiting on our own epoll, make one.
+fn can_host(parked: bool, has_io: bool) -> bool {
+    !parked || has_io
+}
+
+/// The sibling to hand our epoll to, from `(index, parked)` of those that can host it
+/// (`can_host`): an awake host serves our events in passing; a parked one is woken by them
+/// (then only one of us wakes per event instead of both). The first awake one, else the
+/// first parked one.
 fn choose_host(candidates: impl Iterator<Item = (usize, bool)>) -> Option<usize> {
     candidates
         .min_by_key(|&(_, parked)| parked)
         .map(|(index, _)| index)
+}
+
+/// How many wake-ups in a row a host serves only its guest's events (none of its own)
+/// before it passes the hosting to that guest: the guest's sockets carry the traffic, and
+/// the host pays a second `epoll_wait` (the guest's) for every event it serves there, where
+/// the guest waiting on its own epoll would make one. Many in a row, because each pass
+/// costs the guest a wake-up, and a host whose own sockets are quiet only for a moment
+/// should keep the role.
+const PASS_HOSTING_AFTER: u32 = 64;
+
+/// A host's wake-ups in a row that served only its guests' events; past
+/// `PASS_HOSTING_AFTER` it passes the hosting on at its next park.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct GuestOnlyWakes(u32);
+
+impl GuestOnlyWakes {
+    /// After a wake-up whose harvest found `own` events on our sockets and `guests` on our
+    /// guests'. A wake-up with no IO at all (work pushed at us, a timer) changes nothing.
+    pub(super) fn after_wake(self, own: usize, guests: usize) -> GuestOnlyWakes {
+        if own > 0 {
+            GuestOnlyWakes(0)
+        } else if guests > 0 {
+            GuestOnlyWakes(self.0.saturating_add(1))
+        } else {
+            self
+        }
+    }
+
+    /// Whether to pass the hosting to our guest.
+    fn pass_hosting(self) -> bool {
+        self.0 >= PASS_HOSTING_AFTER
+    }
 }
 
 /// Whether a host in a long cycle should look at its guests' epolls now (timer-heap
@@ -81,11 +130,19 @@ impl Worker {
     /// if no sibling can take it (the caller then parks on its own epoll).
     pub(super) fn park_as_guest(&self, timeout: Option<Duration>) -> bool {
         let slot = self.slot();
-        let host = if slot.reactor.has_sources() && worth_a_guest_sleep(timeout) {
-            self.hand_off_io()
-        } else {
-            None
-        };
+        let sleeps = worth_a_guest_sleep(timeout);
+        if !slot.reactor.has_sources() {
+            if sleeps && slot.hosted.load(SeqCst) != 0 && self.guest_only_wakes.get().pass_hosting()
+            {
+                // Nothing of ours to nest: the guest just waits on its own epoll again.
+                self.guest_only_wakes.set(GuestOnlyWakes::default());
+                let _guard = self.shared.handoff.lock();
+                self.pass_hosting_locked(false);
+            }
+            self.take_back_io();
+            return false;
+        }
+        let host = if sleeps { self.hand_off_io() } else { None };
         let Some(host) = host else {
             // Our own wait must be the only one on our epoll: a rescuer still nesting it
             // would be woken by every event as well.
@@ -172,7 +229,11 @@ impl Worker {
         let me = self.slot();
         let _guard = shared.handoff.lock();
         if me.hosted.load(SeqCst) != 0 {
-            return None;
+            if !self.guest_only_wakes.get().pass_hosting() {
+                return None;
+            }
+            self.guest_only_wakes.set(GuestOnlyWakes::default());
+            return self.pass_hosting_locked(true);
         }
         if let Some(nested_in) = me.io_host.get() {
             // A rescuer hosts us already, and a host is nobody's guest: stay there.
@@ -188,7 +249,9 @@ impl Worker {
             .filter(|&(i, w)| {
                 i != self.index && w.io_host.get().is_none() && !w.exited.load(SeqCst)
             })
-            .map(|(i, w)| (i, w.is_parked()));
+            .map(|(i, w)| (i, w.is_parked(), w.has_io()))
+            .filter(|&(_, parked, has_io)| can_host(parked, has_io))
+            .map(|(i, parked, _)| (i, parked));
         let host = choose_host(candidates)?;
         let key = epoll::NESTED_KEY_BASE + self.index;
         if epoll::add_nested(&shared.workers[host].poller, &me.poller, key).is_err() {
@@ -197,6 +260,50 @@ impl Worker {
         me.io_host.set(host);
         shared.workers[host].hosted.fetch_add(1, SeqCst);
         Some(host)
+    }
+
+    /// With `Shared::handoff` held, while we park: gives up hosting our one guest, a regular
+    /// worker asleep as our guest, whose sockets have carried all the events we woke for
+    /// lately (`GuestOnlyWakes`). Its epoll leaves ours and it is woken to wait on its own
+    /// epoll from now on; with `nest_ours`, ours goes into its, and we then sleep as its
+    /// guest. Returns the new host, or `None` (we park on our own epoll) if we did not nest
+    /// ours, host anyone else, or the guest is no longer asleep as ours.
+    ///
+    /// Until the woken guest waits on its epoll, nobody watches ours there; it harvests its
+    /// epoll, and so ours, as soon as it is up (as any guest does on waking).
+    fn pass_hosting_locked(&self, nest_ours: bool) -> Option<usize> {
+        let shared = &*self.shared;
+        let me = self.slot();
+        if me.hosted.load(SeqCst) != 1 || me.io_host.get().is_some() {
+            return None;
+        }
+        let (g, guest) = shared
+            .workers
+            .iter()
+            .enumerate()
+            .take(shared.regular)
+            .find(|&(i, w)| i != self.index && w.io_host.is(self.index))?;
+        if !guest.guest_asleep.load(SeqCst) || guest.exited.load(SeqCst) {
+            return None;
+        }
+        if let Err(e) = epoll::delete_nested(&me.poller, &guest.poller) {
+            tracing::error!(
+                "eddy worker {}: passing the hosting failed: {e}",
+                self.index
+            );
+            return None;
+        }
+        guest.io_host.clear();
+        me.hosted.fetch_sub(1, SeqCst);
+        let key = epoll::NESTED_KEY_BASE + self.index;
+        let nested = nest_ours && epoll::add_nested(&guest.poller, &me.poller, key).is_ok();
+        if nested {
+            me.io_host.set(g);
+            guest.hosted.fetch_add(1, SeqCst);
+        }
+        // Asleep on its eventfd, it would not see its own sockets' events now.
+        guest.notify();
+        nested.then_some(g)
     }
 
     /// Takes our epoll back from whoever nests it, if anyone; it is ours alone to wait on
@@ -246,6 +353,36 @@ mod tests {
         );
         assert_eq!(choose_host([(1, true), (3, true)].into_iter()), Some(1));
         assert_eq!(choose_host(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn a_parked_sibling_hosts_only_if_it_has_io_of_its_own() {
+        assert!(
+            can_host(false, false),
+            "awake: serves our events in passing"
+        );
+        assert!(can_host(false, true));
+        assert!(can_host(true, true), "woken by its own IO anyway");
+        assert!(
+            !can_host(true, false),
+            "it would wake for our events alone, with an epoll_wait more"
+        );
+    }
+
+    #[test]
+    fn a_host_passes_the_hosting_after_many_wake_ups_in_a_row_for_its_guest_alone() {
+        let mut wakes = GuestOnlyWakes::default();
+        for _ in 0..PASS_HOSTING_AFTER - 1 {
+            wakes = wakes.after_wake(0, 1);
+            // Wake-ups without IO (work pushed at us, a timer) neither count nor reset.
+            wakes = wakes.after_wake(0, 0);
+        }
+        assert!(!wakes.pass_hosting());
+        assert!(
+            !wakes.after_wake(1, 5).after_wake(0, 1).pass_hosting(),
+            "an event of our own starts the count again"
+        );
+        assert!(wakes.after_wake(0, 3).pass_hosting());
     }
 
     #[test]

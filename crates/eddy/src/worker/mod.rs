@@ -75,15 +75,23 @@ use crate::hooks::ThreadHooks;
 use crate::job::Job;
 use crate::job::UnpackedJob;
 use crate::reactor::epoll::RawEvents;
-use crate::reactor::EventActions;
+use crate::reactor::{EventActions, Harvest};
 use crate::task::id::TaskId;
 use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
+use handoff::GuestOnlyWakes;
 use io_pace::IoPace;
 use next_slot::NextRuns;
 use run_order::{Maintenance, MaintenanceRhythm, RunOrder, Source};
 use shared::{Shared, WorkerSlot};
 use siblings::RescueFrom;
+
+/// What one harvest of a poller found: its own notifier, its own events, its guests'.
+struct Harvested {
+    notified: bool,
+    own_events: usize,
+    guest_events: usize,
+}
 
 /// How long an exiting worker waits for its pinned tasks' in-flight wakes to arrive.
 const PINNED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
@@ -202,6 +210,8 @@ pub(crate) struct Worker {
     awake_since: Cell<Instant>,
     /// When a host may next look at its guests' epolls (`handoff`; timer-heap nanoseconds).
     next_guest_check: Cell<u64>,
+    /// Our wake-ups in a row that served only guests' events (`handoff::GuestOnlyWakes`).
+    guest_only_wakes: Cell<GuestOnlyWakes>,
     /// Jobs each sibling had run at our last look, to spot one that stalled.
     sibling_progress: RefCell<Vec<Option<u64>>>,
     /// When a busy worker may next look after its siblings (see `siblings`).
@@ -238,6 +248,7 @@ impl Worker {
             io_pace: Cell::new(IoPace::default()),
             awake_since: Cell::new(Instant::now()),
             next_guest_check: Cell::new(0),
+            guest_only_wakes: Cell::new(GuestOnlyWakes::default()),
             sibling_progress: RefCell::new(Vec::new()),
             next_sibling_look: Cell::new(Instant::now()),
             woken_for_surplus: Cell::new(None),
@@ -420,7 +431,19 @@ impl Worker {
         timeout: Option<Duration>,
         actions: &mut EventActions,
     ) -> bool {
-        let notified = self.harvest_poller(slot, timeout, actions);
+        self.harvest_counted(slot, timeout, actions).notified
+    }
+
+    /// `harvest`, saying how many events came from `slot`'s own sockets and how many from
+    /// its guests'.
+    fn harvest_counted(
+        &self,
+        slot: &WorkerSlot,
+        timeout: Option<Duration>,
+        actions: &mut EventActions,
+    ) -> Harvested {
+        let own = self.harvest_poller(slot, timeout, actions);
+        let mut guest_events = 0;
         // One level: a guest's epoll holds no nested epoll, except for a moment after a
         // guest took its epoll back and became a host itself. Entries its harvest reports
         // then are dropped below; being level-triggered, they are reported again to whoever
@@ -428,12 +451,18 @@ impl Worker {
         let guests = std::mem::take(&mut actions.nested);
         for &g in &guests {
             let guest = &self.shared.workers[g];
-            if self.harvest_poller(guest, Some(Duration::ZERO), actions) {
+            let theirs = self.harvest_poller(guest, Some(Duration::ZERO), actions);
+            guest_events += theirs.events;
+            if theirs.notified {
                 pass_on_notification(guest);
             }
         }
         actions.nested.clear();
-        notified
+        Harvested {
+            notified: own.notified,
+            own_events: own.events,
+            guest_events,
+        }
     }
 
     fn harvest_poller(
@@ -441,7 +470,7 @@ impl Worker {
         slot: &WorkerSlot,
         timeout: Option<Duration>,
         actions: &mut EventActions,
-    ) -> bool {
+    ) -> Harvest {
         let mut raw = self.events.borrow_mut();
         match slot
             .reactor
@@ -449,11 +478,11 @@ impl Worker {
         {
             Ok(h) => {
                 self.slot().counters.io_events.add(h.events as u64);
-                h.notified
+                h
             }
             Err(e) => {
                 self.report_wait_error(&e);
-                false
+                Harvest::default()
             }
         }
     }
@@ -663,7 +692,12 @@ impl Worker {
         } else {
             timeout
         };
-        self.harvest(slot, timeout, &mut actions);
+        let harvested = self.harvest_counted(slot, timeout, &mut actions);
+        self.guest_only_wakes.set(
+            self.guest_only_wakes
+                .get()
+                .after_wake(harvested.own_events, harvested.guest_events),
+        );
         self.shared.clock.note_wake();
         let woke_at = Instant::now();
         self.awake_since.set(woke_at);
