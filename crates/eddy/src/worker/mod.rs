@@ -43,6 +43,7 @@
 
 mod guest;
 pub(crate) mod handoff;
+mod host_tally;
 pub(crate) mod idle;
 mod io_pace;
 #[cfg(all(test, eddy_loom))]
@@ -79,12 +80,20 @@ use crate::reactor::{EventActions, Harvest};
 use crate::task::id::TaskId;
 use crate::task::raw::Runnable;
 use crate::timer::TimerAction;
-use handoff::GuestOnlyWakes;
+use host_tally::GuestOnlyWakes;
 use io_pace::IoPace;
 use next_slot::NextRuns;
 use run_order::{Maintenance, MaintenanceRhythm, RunOrder, Source};
 use shared::{Shared, WorkerSlot};
-use siblings::RescueFrom;
+
+/// Where a rescue of stuck siblings runs, which decides what it needs to look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RescueFrom {
+    /// Phase 2 with nothing ready: our own harvest or wait follows at once.
+    Idle,
+    /// Between jobs of a long cycle (`look_after_busy_siblings`).
+    BetweenJobs,
+}
 
 /// What one harvest of a poller found: its own notifier, its own events, its guests'.
 struct Harvested {

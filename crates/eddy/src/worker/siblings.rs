@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use crossbeam_deque::{Injector, Steal};
 
 use super::shared::{WorkerSlot, STUCK_TIMER_GRACE};
-use super::Worker;
+use super::{RescueFrom, Worker};
 use crate::job::Job;
 use crate::reactor::{EventActions, Reactor, STUCK_IO_GRACE};
 
@@ -96,15 +96,6 @@ fn worth_a_look_for_stranded_io(
     known_blocked: bool,
 ) -> bool {
     !our_wait_reports_it && io_is_stranded(since_harvest, known_blocked)
-}
-
-/// Where a rescue of stuck siblings runs, which decides what it needs to look at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RescueFrom {
-    /// Phase 2 with nothing ready: our own harvest or wait follows at once.
-    Idle,
-    /// Between jobs of a long cycle (`look_after_busy_siblings`).
-    BetweenJobs,
 }
 
 /// Repeats a steal that lost a race (`Retry`) until it succeeds or finds nothing.
