@@ -219,7 +219,7 @@ pub(crate) struct Worker {
     awake_since: Cell<Instant>,
     /// When a host may next look at its guests' epolls (`handoff`; timer-heap nanoseconds).
     next_guest_check: Cell<u64>,
-    /// Our wake-ups in a row that served only guests' events (`handoff::GuestOnlyWakes`).
+    /// Our wake-ups in a row that served only guests' events (`host_tally::GuestOnlyWakes`).
     guest_only_wakes: Cell<GuestOnlyWakes>,
     /// Jobs each sibling had run at our last look, to spot one that stalled.
     sibling_progress: RefCell<Vec<Option<u64>>>,
