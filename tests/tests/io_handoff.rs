@@ -150,6 +150,15 @@ fn the_sockets_of_a_guest_are_served_while_it_sleeps() {
     });
 }
 
+/// Waits until every worker sleeps, then makes one round trip on `peer`.
+fn round_trip_with_all_asleep(rt: &eddy::Runtime, peer: &mut StdUnixStream) {
+    assert!(
+        wait_until_all_workers_sleep(rt, PATIENCE),
+        "the workers did not go to sleep"
+    );
+    round_trip(peer);
+}
+
 /// X sleeps as Y's guest and then Y parks too: Y's epoll, with X's nested in it, is the only
 /// one anybody waits on. Requests are still answered, each sent with both workers asleep,
 /// also after Y, woken only for X's events many times in a row, gives up hosting X and X
@@ -164,12 +173,8 @@ fn io_of_a_guest_is_served_when_every_worker_sleeps() {
         park_x_as_guest(&rt, &anchors, 0);
         stop.store(true, Ordering::Relaxed);
         for i in 0..200 {
-            assert!(
-                wait_until_all_workers_sleep(&rt, PATIENCE),
-                "the workers did not go to sleep"
-            );
             let n = peers.len();
-            round_trip(&mut peers[i % n]);
+            round_trip_with_all_asleep(&rt, &mut peers[i % n]);
         }
     });
 }
@@ -426,16 +431,11 @@ fn requests_are_answered_across_a_host_passing_the_hosting_to_its_guest() {
         // by X when its thread waits for a CPU (X would then host Y, not sleep as its guest).
         let (_, mut y_peers) = echo_sockets(&anchors, Y, 1);
         for i in 0..200 {
-            assert!(
-                wait_until_all_workers_sleep(&rt, PATIENCE),
-                "the workers did not go to sleep"
-            );
             let n = x_peers.len();
-            round_trip(&mut x_peers[i % n]);
+            round_trip_with_all_asleep(&rt, &mut x_peers[i % n]);
         }
         for _ in 0..20 {
-            assert!(wait_until_all_workers_sleep(&rt, PATIENCE));
-            round_trip(&mut y_peers[0]);
+            round_trip_with_all_asleep(&rt, &mut y_peers[0]);
             round_trip(&mut x_peers[0]);
         }
     });
