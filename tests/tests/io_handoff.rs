@@ -123,6 +123,15 @@ fn park_x_as_guest(rt: &eddy::Runtime, anchors: &Anchors, after: u64) {
     wait_for_guest_park(rt, X, after);
 }
 
+/// X goes to sleep as Y's guest (Y kept awake meanwhile), then Y is let go to park too,
+/// still hosting X.
+fn x_guest_of_y_then_y_parks(rt: &eddy::Runtime, anchors: &Anchors) {
+    let stop = Arc::new(AtomicBool::new(false));
+    keep_awake(anchors, Y, stop.clone());
+    park_x_as_guest(rt, anchors, 0);
+    stop.store(true, Ordering::Relaxed);
+}
+
 /// One request and its echo on `peer`; panics if no echo comes back.
 fn round_trip(peer: &mut StdUnixStream) {
     peer.set_read_timeout(Some(PATIENCE)).unwrap();
@@ -168,10 +177,7 @@ fn io_of_a_guest_is_served_when_every_worker_sleeps() {
     with_deadline(LIMIT, || {
         let (rt, anchors) = runtime(2);
         let (_, mut peers) = echo_sockets(&anchors, X, 2);
-        let stop = Arc::new(AtomicBool::new(false));
-        keep_awake(&anchors, Y, stop.clone());
-        park_x_as_guest(&rt, &anchors, 0);
-        stop.store(true, Ordering::Relaxed);
+        x_guest_of_y_then_y_parks(&rt, &anchors);
         for i in 0..200 {
             let n = peers.len();
             round_trip_with_all_asleep(&rt, &mut peers[i % n]);
@@ -193,10 +199,7 @@ fn a_guest_still_runs_its_pinned_tasks_when_they_are_woken() {
         };
 
         // Both asleep, X as Y's guest (the only host it can have).
-        let stop = Arc::new(AtomicBool::new(false));
-        keep_awake(&anchors, Y, stop.clone());
-        park_x_as_guest(&rt, &anchors, 0);
-        stop.store(true, Ordering::Relaxed);
+        x_guest_of_y_then_y_parks(&rt, &anchors);
         assert!(wait_until_all_workers_sleep(&rt, PATIENCE));
         // A pinned task of X sleeps on X's timer heap; X goes back to sleep as Y's guest,
         // now with a deadline, and only X's own park can end for it.
@@ -423,10 +426,7 @@ fn requests_are_answered_across_a_host_passing_the_hosting_to_its_guest() {
     with_deadline(LIMIT, || {
         let (rt, anchors) = runtime(2);
         let (_, mut x_peers) = echo_sockets(&anchors, X, 2);
-        let stop = Arc::new(AtomicBool::new(false));
-        keep_awake(&anchors, Y, stop.clone());
-        park_x_as_guest(&rt, &anchors, 0);
-        stop.store(true, Ordering::Relaxed);
+        x_guest_of_y_then_y_parks(&rt, &anchors);
         // Y's socket comes once X is its guest: an awake Y with sockets could be rescued
         // by X when its thread waits for a CPU (X would then host Y, not sleep as its guest).
         let (_, mut y_peers) = echo_sockets(&anchors, Y, 1);
