@@ -160,6 +160,83 @@ fn a_worker_woken_by_its_own_timer_while_the_monitor_sleeps_is_still_watched() {
     });
 }
 
+/// The CPUs thread `tid` may run on.
+fn allowed_cpus(tid: i32) -> Vec<usize> {
+    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `set`, a valid,
+    // exclusively borrowed `cpu_set_t` of that size; `CPU_ISSET` reads one bit of it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Polls `done` until it holds; fails with `what` after `PATIENCE`.
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + PATIENCE;
+    while !done() {
+        assert!(std::time::Instant::now() < end, "{what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// While a worker spins in a long job, the monitor keeps its sibling off the job's CPU
+/// (`monitor::steering`), and once the job is over the sibling may run on all its own CPUs
+/// again.
+#[test]
+fn a_sibling_is_kept_off_the_cpu_of_a_long_job_until_it_ends() {
+    within(|| {
+        let rt = Builder::new().workers(2).spare_workers(0).build().unwrap();
+        let shared = rt.shared().clone();
+        let own = allowed_cpus(0);
+        if own.len() < 2 {
+            eprintln!("skipped: the workers may run on one CPU only ({own:?})");
+            return;
+        }
+        let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let on_cpu = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (spin_release, spin_cpu) = (release.clone(), on_cpu.clone());
+        let held = rt.handle().spawn(async move {
+            // Work waiting on this worker for as long as the job runs: help is sent.
+            let timer = crate::call_later(Duration::from_secs(3600), || {});
+            tid_tx
+                .send(crate::worker::monitor::thread_state::current_tid())
+                .unwrap();
+            while !spin_release.load(SeqCst) {
+                // SAFETY: `sched_getcpu` takes no arguments and only returns a number.
+                let cpu = unsafe { libc::sched_getcpu() };
+                spin_cpu.store(cpu as usize, SeqCst);
+                std::hint::spin_loop();
+            }
+            timer.cancel();
+        });
+        let spinner = tid_rx.recv_timeout(PATIENCE).unwrap();
+        // Each worker publishes its id as its thread starts.
+        let tids = || -> Vec<i32> { shared.workers.iter().map(|w| w.tid.load(SeqCst)).collect() };
+        wait_for("a worker thread never started", || !tids().contains(&0));
+        let sibling = tids().into_iter().find(|&t| t != spinner).unwrap();
+        wait_for("the sibling was never kept off the long job's CPU", || {
+            let cpu = on_cpu.load(SeqCst);
+            cpu != usize::MAX && !allowed_cpus(sibling).contains(&cpu)
+        });
+        assert!(
+            allowed_cpus(spinner).len() == own.len(),
+            "the long job itself was moved"
+        );
+        release.store(true, SeqCst);
+        rt.block_on(held).unwrap();
+        wait_for("the sibling never got its own CPUs back", || {
+            allowed_cpus(sibling) == own
+        });
+    });
+}
+
 /// Right after a long job, the monitor reads whether a worker's thread sleeps in the kernel,
 /// and takes one that does outside its park for blocked in a job (`monitor::thread_state`),
 /// without waiting for a second look to see its cycle counter stand still; until the worker

@@ -53,9 +53,11 @@ use std::time::{Duration, Instant};
 
 pub(crate) mod alarm;
 pub(crate) mod state;
+mod steering;
 pub(crate) mod thread_state;
 
 use super::shared::{Shared, WorkerSlot};
+use steering::Steering;
 
 /// How often the monitor looks while it recently sent help: a stuck worker's IO then waits
 /// up to about twice this for its rescuer. The IO grace itself, so that the sibling it sends
@@ -252,6 +254,7 @@ pub(crate) fn run(shared: &Arc<Shared>) {
     // Since which look each worker has been stuck without a break.
     let mut stuck_since: Vec<Option<Instant>> = vec![None; shared.workers.len()];
     let mut pace = MonitorPace::After(WATCH_INTERVAL);
+    let mut steering = Steering::default();
     while !shared.is_closed() {
         match pace {
             MonitorPace::UntilWoken => {
@@ -288,6 +291,8 @@ pub(crate) fn run(shared: &Arc<Shared>) {
         let now = Instant::now();
         let checks_blocked = memory.checks_blocked(now);
         let mut helped = Helped::default();
+        // The CPUs of stuck workers that spin (not blocked), where known.
+        let mut spinning_on: Vec<(usize, usize)> = Vec::new();
         for (i, w) in shared.workers[..live].iter().enumerate() {
             if w.dead.load(Ordering::Relaxed) && !needs_adopting(w) {
                 // Gone, and what it left is served where it was adopted.
@@ -296,7 +301,11 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             let cycles = w.cycles();
             look.moved |= cycles != last_cycles[i];
             let parked = w.is_parked();
-            let blocked = checks_blocked && !parked && blocked_in_a_job(w, now);
+            let thread = (checks_blocked && !parked)
+                .then(|| quiet_thread(w, now))
+                .flatten();
+            // Still not parked once its state is read: see `quiet_thread`.
+            let blocked = thread.is_some_and(|t| t.asleep) && !w.is_parked();
             if blocked {
                 // The sibling sent to it need not wait out the IO grace.
                 w.mark_blocked(cycles);
@@ -319,6 +328,9 @@ pub(crate) fn run(shared: &Arc<Shared>) {
                     if injector_waits || w.has_pending_work() {
                         stuck.push(i);
                         helped.blocked_job |= blocked;
+                        if let Some(cpu) = thread.filter(|t| !t.asleep).and_then(|t| t.cpu) {
+                            spinning_on.push((i, cpu));
+                        }
                     }
                 }
             }
@@ -331,12 +343,36 @@ pub(crate) fn run(shared: &Arc<Shared>) {
             };
         }
         helped.long_job = stuck_since.iter().flatten().any(|&t| is_long_job(now - t));
+        if !helped.long_job && !checks_blocked {
+            // No long job about: what spins is a thread waiting for a CPU, or a short job.
+            spinning_on.clear();
+        }
+        steer_helpers(shared, &mut steering, &spinning_on, live);
         if send_help(shared, &stuck, &still) {
             memory.note(helped, now);
         }
         look.watching = memory.watching(now);
         pace = MonitorPace::next(look);
     }
+    steering.release(&steering::Kernel);
+}
+
+/// Keeps the runtime's other workers (and started spares) off the CPUs where the workers
+/// in `spinning_on` run long jobs (`steering`), or gives them their own CPUs back when
+/// there are none. Not the monitor: it must stay free to take the steering back, and
+/// narrowed to one CPU it could wait behind a long job starting there.
+fn steer_helpers(
+    shared: &Shared,
+    steering: &mut Steering,
+    spinning_on: &[(usize, usize)],
+    live: usize,
+) {
+    let cpus = spinning_on.iter().map(|&(_, cpu)| cpu).collect();
+    let others = (0..live)
+        .filter(|i| !spinning_on.iter().any(|&(s, _)| s == *i))
+        .map(|i| shared.workers[i].tid.load(Ordering::SeqCst))
+        .filter(|&tid| tid != 0);
+    steering.update(&steering::Kernel, cpus, others);
 }
 
 /// Sends help for the `stuck` workers (awake, not moving, something waiting): a parked
@@ -379,19 +415,20 @@ fn send_help(shared: &Arc<Shared>, stuck: &[usize], still: &[usize]) -> bool {
         })
 }
 
-/// Whether awake worker `w` is blocked in a job: it has not harvested its IO for
-/// [`BLOCKED_CHECK_AFTER`], its thread sleeps in the kernel (`thread_state`), and it is
-/// still not parked once that is read. A worker marks itself parked before it goes to sleep
-/// in its park, so a worker that parked between the caller's look at its park state and the
-/// read of its thread's state is parked at the second look, not blocked in a job (taken for
-/// blocked, it would stay marked so for as long as it sleeps in that cycle).
-fn blocked_in_a_job(w: &WorkerSlot, now: Instant) -> bool {
+/// Awake worker `w`'s thread as `/proc` shows it, if it has not harvested its IO for
+/// [`BLOCKED_CHECK_AFTER`] (a worker that harvests every cycle is in no long job). It is
+/// blocked in a job if its thread sleeps in the kernel and it is still not parked once that
+/// is read: a worker marks itself parked before it goes to sleep in its park, so a worker
+/// that parked between the caller's look at its park state and this read is parked at the
+/// second look, not blocked in a job (taken for blocked, it would stay marked so for as
+/// long as it sleeps in that cycle).
+fn quiet_thread(w: &WorkerSlot, now: Instant) -> Option<thread_state::ThreadStat> {
     let since_harvest = w.timers.nanos(now).saturating_sub(w.reactor.last_polled());
     let tid = w.tid.load(Ordering::SeqCst);
-    since_harvest >= BLOCKED_CHECK_AFTER.as_nanos() as u64
-        && tid != 0
-        && thread_state::is_asleep(tid) == Some(true)
-        && !w.is_parked()
+    if since_harvest < BLOCKED_CHECK_AFTER.as_nanos() as u64 || tid == 0 {
+        return None;
+    }
+    thread_state::read(tid)
 }
 
 /// Whether a worker seen stuck at every look for `stuck_for` is in a long job, not a thread

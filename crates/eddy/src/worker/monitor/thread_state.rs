@@ -28,15 +28,28 @@ pub(crate) fn current_tid() -> i32 {
         .unwrap_or(0)
 }
 
-/// Whether thread `tid` of this process sleeps in the kernel now; `None` if its `stat` file
-/// could not be read (the thread is gone). The file is opened for each read and closed at
-/// once: a descriptor kept open would appear whenever the monitor first needed it, in the
-/// middle of a server's life.
-pub(crate) fn is_asleep(tid: i32) -> Option<bool> {
+/// What `/proc` says of a thread at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ThreadStat {
+    /// It sleeps in the kernel.
+    pub(crate) asleep: bool,
+    /// The CPU it runs on, or last ran on.
+    pub(crate) cpu: Option<usize>,
+}
+
+/// Reads thread `tid` of this process; `None` if its `stat` file could not be read (the
+/// thread is gone). The file is opened for each read and closed at once: a descriptor kept
+/// open would appear whenever the monitor first needed it, in the middle of a server's life.
+pub(crate) fn read(tid: i32) -> Option<ThreadStat> {
     let mut file = File::open(format!("/proc/self/task/{tid}/stat")).ok()?;
-    let mut buf = [0u8; 256];
+    // A `stat` line is about 300 bytes; the command name in it is at most 64.
+    let mut buf = [0u8; 1024];
     let n = file.read(&mut buf).ok()?;
-    state_of(&buf[..n]).map(sleeps)
+    let stat = &buf[..n];
+    Some(ThreadStat {
+        asleep: sleeps(state_of(stat)?),
+        cpu: cpu_of(stat),
+    })
 }
 
 /// The state letter of a `stat` line: the field after the command name, which is in
@@ -44,6 +57,13 @@ pub(crate) fn is_asleep(tid: i32) -> Option<bool> {
 fn state_of(stat: &[u8]) -> Option<u8> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     stat.get(close + 2).copied()
+}
+
+/// The `processor` field of a `stat` line (the 39th; the state is the 3rd).
+fn cpu_of(stat: &[u8]) -> Option<usize> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let after = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    after.split_ascii_whitespace().nth(39 - 3)?.parse().ok()
 }
 
 /// `S` (interruptible sleep) and `D` (uninterruptible, as in disk IO) are sleeps; `R`
@@ -74,6 +94,10 @@ mod tests {
             "a name with parentheses"
         );
         assert_eq!(state_of(b"42 (cut"), None);
+        let fields: Vec<String> = (4..=52).map(|f| f.to_string()).collect();
+        let line = format!("42 (a (b) c) R {}", fields.join(" "));
+        assert_eq!(cpu_of(line.as_bytes()), Some(39), "the 39th field");
+        assert_eq!(cpu_of(b"42 (x) R 1 2 3"), None, "cut short");
         assert!(sleeps(b'S') && sleeps(b'D'));
         assert!(!sleeps(b'R') && !sleeps(b'Z'));
     }
@@ -89,17 +113,39 @@ mod tests {
         let tid = tid_rx.recv().unwrap();
         // It blocks in `recv` as soon as it has sent its id; until then it may be running.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while is_asleep(tid) != Some(true) {
+        while read(tid).map(|t| t.asleep) != Some(true) {
             assert!(std::time::Instant::now() < deadline, "never seen asleep");
             std::thread::yield_now();
         }
         release_tx.send(()).unwrap();
         blocked.join().unwrap();
-        assert_eq!(
-            is_asleep(current_tid()),
-            Some(false),
+        assert!(
+            !read(current_tid()).unwrap().asleep,
             "a thread reading its own state runs"
         );
-        assert_eq!(is_asleep(-1), None, "no such thread");
+        assert_eq!(read(-1), None, "no such thread");
+    }
+
+    /// A thread pinned to one CPU reads that CPU as its own.
+    #[test]
+    fn a_thread_reads_the_cpu_it_runs_on() {
+        std::thread::spawn(|| {
+            // SAFETY: `sched_getcpu` takes no arguments and only returns a number; the
+            // affinity calls get and set the calling thread's own `cpu_set_t`, a valid,
+            // exclusively borrowed set of the size given.
+            let cpu = unsafe {
+                let cpu = libc::sched_getcpu();
+                let mut one: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu as usize, &mut one);
+                assert_eq!(
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one),
+                    0
+                );
+                cpu as usize
+            };
+            assert_eq!(read(current_tid()).unwrap().cpu, Some(cpu));
+        })
+        .join()
+        .unwrap();
     }
 }
