@@ -162,18 +162,8 @@ fn a_worker_woken_by_its_own_timer_while_the_monitor_sleeps_is_still_watched() {
 
 /// The CPUs thread `tid` may run on.
 fn allowed_cpus(tid: i32) -> Vec<usize> {
-    // SAFETY: the kernel writes at most `size_of::<cpu_set_t>()` bytes into `set`, a valid,
-    // exclusively borrowed `cpu_set_t` of that size; `CPU_ISSET` reads one bit of it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        assert_eq!(
-            libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
-            0
-        );
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
+    use crate::worker::monitor::steering::{Affinity, Kernel};
+    Kernel.get(tid).unwrap().cpus()
 }
 
 /// Polls `done` until it holds; fails with `what` after `PATIENCE`.
@@ -208,11 +198,13 @@ fn a_sibling_is_kept_off_the_cpu_of_a_long_job_until_it_ends() {
             tid_tx
                 .send(crate::worker::monitor::thread_state::current_tid())
                 .unwrap();
+            let me = crate::worker::monitor::thread_state::current_tid();
             while !spin_release.load(SeqCst) {
-                // SAFETY: `sched_getcpu` takes no arguments and only returns a number.
-                let cpu = unsafe { libc::sched_getcpu() };
-                spin_cpu.store(cpu as usize, SeqCst);
-                std::hint::spin_loop();
+                if let Some(cpu) =
+                    crate::worker::monitor::thread_state::read(me).and_then(|t| t.cpu)
+                {
+                    spin_cpu.store(cpu, SeqCst);
+                }
             }
             timer.cancel();
         });

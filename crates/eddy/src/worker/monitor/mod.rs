@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) mod alarm;
 pub(crate) mod state;
-mod steering;
+pub(crate) mod steering;
 pub(crate) mod thread_state;
 
 use super::shared::{Shared, WorkerSlot};

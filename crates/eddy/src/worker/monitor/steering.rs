@@ -38,6 +38,23 @@ impl CpuSet {
         set
     }
 
+    /// The set of `cpu` alone.
+    #[cfg(test)]
+    pub(crate) fn only(cpu: usize) -> CpuSet {
+        let mut set = CpuSet::empty();
+        // SAFETY: as in `first`.
+        unsafe { libc::CPU_SET(cpu, &mut set.0) };
+        set
+    }
+
+    /// The CPUs in the set, in order.
+    #[cfg(test)]
+    pub(crate) fn cpus(&self) -> Vec<usize> {
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| self.contains(c))
+            .collect()
+    }
+
     fn empty() -> CpuSet {
         // SAFETY: `cpu_set_t` is a plain bit array; all zeroes is the empty set.
         CpuSet(unsafe { std::mem::zeroed() })
@@ -223,7 +240,7 @@ mod tests {
     }
 
     fn cpus(set: &CpuSet) -> Vec<usize> {
-        (0..8).filter(|&c| set.contains(c)).collect()
+        set.cpus()
     }
 
     #[test]

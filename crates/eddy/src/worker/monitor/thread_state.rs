@@ -129,20 +129,12 @@ mod tests {
     /// A thread pinned to one CPU reads that CPU as its own.
     #[test]
     fn a_thread_reads_the_cpu_it_runs_on() {
+        use super::super::steering::{Affinity, CpuSet, Kernel};
         std::thread::spawn(|| {
-            // SAFETY: `sched_getcpu` takes no arguments and only returns a number; the
-            // affinity calls get and set the calling thread's own `cpu_set_t`, a valid,
-            // exclusively borrowed set of the size given.
-            let cpu = unsafe {
-                let cpu = libc::sched_getcpu();
-                let mut one: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu as usize, &mut one);
-                assert_eq!(
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &one),
-                    0
-                );
-                cpu as usize
-            };
+            let allowed = Kernel.get(0).unwrap().cpus();
+            // The last CPU it may use: not always the one it happens to be on.
+            let cpu = *allowed.last().unwrap();
+            Kernel.set(0, &CpuSet::only(cpu)).unwrap();
             assert_eq!(read(current_tid()).unwrap().cpu, Some(cpu));
         })
         .join()
