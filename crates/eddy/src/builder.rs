@@ -168,6 +168,12 @@ impl Builder {
     /// Runs `f` at the start of every thread the runtime starts (workers and blocking-pool
     /// threads), on that thread, before it runs any job.
     ///
+    /// A worker pinned here to a single CPU stays there. Otherwise, while a worker runs a
+    /// long job, the runtime narrows the CPU affinity of the other workers to their own set
+    /// without that job's CPU, so that what they serve for the busy worker does not wait
+    /// behind its job for a turn on its CPU, and gives them their set back once the job is
+    /// over.
+    ///
     /// # Examples
     ///
     /// ```

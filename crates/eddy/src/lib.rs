@@ -14,7 +14,9 @@
 //!   [`Handle`] and [`TimerHandle`], an exception handler, debug mode with slow-callback
 //!   reports) next to Rust futures ([`spawn`], [`spawn_local`], [`Task`],
 //!   [`Runtime::block_on`]).
-//! * A worker stuck in a long callback does not strand its timers: a sibling fires them.
+//! * A worker stuck in a long job strands nothing: a sibling (or a spare worker, when every
+//!   worker is busy) serves its sockets, fires its timers and runs its queue, on another
+//!   CPU than the job's.
 //!
 //! ```
 //! use std::time::Duration;

@@ -45,7 +45,10 @@
 //! injector) it notifies one parked sibling, whose loop does the rest
 //! (`Worker::rescue_stuck_siblings`: it nests the stuck worker's epoll in its own, fires its
 //! timers, steals its queue). If every worker is stuck, it wakes a spare instead, starting
-//! one if none is up yet.
+//! one if none is up yet. While long jobs are about, the same `/proc` read tells it which
+//! CPU a spinning worker is on, and it keeps the other workers and spares off that CPU
+//! until the job is over (`steering`): a helper that shares the job's CPU serves the
+//! stranded work only in its fair share of turns.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
