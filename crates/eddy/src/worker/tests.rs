@@ -195,10 +195,8 @@ fn a_sibling_is_kept_off_the_cpu_of_a_long_job_until_it_ends() {
         let held = rt.handle().spawn(async move {
             // Work waiting on this worker for as long as the job runs: help is sent.
             let timer = crate::call_later(Duration::from_secs(3600), || {});
-            tid_tx
-                .send(crate::worker::monitor::thread_state::current_tid())
-                .unwrap();
             let me = crate::worker::monitor::thread_state::current_tid();
+            tid_tx.send(me).unwrap();
             while !spin_release.load(SeqCst) {
                 if let Some(cpu) =
                     crate::worker::monitor::thread_state::read(me).and_then(|t| t.cpu)

@@ -126,12 +126,12 @@ impl Affinity for Kernel {
     }
 
     fn set(&self, tid: i32, set: &CpuSet) -> io::Result<()> {
-        // SAFETY: the kernel reads `size_of::<cpu_set_t>()` bytes from `set.0`, a valid,
-        // initialised `cpu_set_t` that outlives the call; `tid` is a thread of this process
+        let size = std::mem::size_of::<libc::cpu_set_t>();
+        // SAFETY: the kernel reads `size` bytes from `set.0`, a valid, initialised
+        // `cpu_set_t` of that size that outlives the call; `tid` is a thread of this process
         // (if it has exited and its id was reused, another thread of the same user, whose
         // affinity is all that changes).
-        let rc =
-            unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set.0) };
+        let rc = unsafe { libc::sched_setaffinity(tid, size, &set.0) };
         if rc == 0 {
             Ok(())
         } else {

@@ -42,7 +42,7 @@ pub(crate) struct ThreadStat {
 /// open would appear whenever the monitor first needed it, in the middle of a server's life.
 pub(crate) fn read(tid: i32) -> Option<ThreadStat> {
     let mut file = File::open(format!("/proc/self/task/{tid}/stat")).ok()?;
-    // A `stat` line is about 300 bytes; the command name in it is at most 64.
+    // A `stat` line is about 300 bytes, a thread's name in it at most 15.
     let mut buf = [0u8; 1024];
     let n = file.read(&mut buf).ok()?;
     let stat = &buf[..n];
