@@ -227,6 +227,41 @@ fn a_sibling_is_kept_off_the_cpu_of_a_long_job_until_it_ends() {
     });
 }
 
+/// A worker blocked in a long job (asleep in the kernel) leaves its CPU free: nobody is
+/// kept off it.
+#[test]
+fn a_worker_blocked_in_a_long_job_keeps_nobody_off_its_cpu() {
+    within(|| {
+        let rt = Builder::new().workers(2).spare_workers(0).build().unwrap();
+        let shared = rt.shared().clone();
+        let own = allowed_cpus(0);
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let held = rt.handle().spawn(async move {
+            // Work waiting on this worker for as long as the job runs: help is sent.
+            let timer = crate::call_later(Duration::from_secs(3600), || {});
+            tid_tx
+                .send(crate::worker::monitor::thread_state::current_tid())
+                .unwrap();
+            release_rx.recv().unwrap();
+            timer.cancel();
+        });
+        let blocked = tid_rx.recv_timeout(PATIENCE).unwrap();
+        // Seen blocked at two looks: the steering of the first of them is done.
+        wait_for("the held worker was never seen blocked twice", || {
+            shared.monitor.blocked_seen() >= 2
+        });
+        for w in shared.workers.iter() {
+            let tid = w.tid.load(SeqCst);
+            if tid != blocked {
+                assert_eq!(allowed_cpus(tid), own, "a sibling was kept off a free CPU");
+            }
+        }
+        release_tx.send(()).unwrap();
+        rt.block_on(held).unwrap();
+    });
+}
+
 /// Right after a long job, the monitor reads whether a worker's thread sleeps in the kernel,
 /// and takes one that does outside its park for blocked in a job (`monitor::thread_state`),
 /// without waiting for a second look to see its cycle counter stand still; until the worker
