@@ -9,7 +9,10 @@
 //! which is only checked at the next timer tick (4 ms at `HZ=250`). Since 6.12 a thread may
 //! ask for a shorter slice of its own (`sched_attr.sched_runtime` for `SCHED_OTHER`, no
 //! privilege needed): its deadlines come sooner, so it preempts a thread that has run a
-//! long slice, and the rescue of a stuck worker waits microseconds instead of a tick.
+//! long slice, and the rescue of a stuck worker waits microseconds instead of a tick, as
+//! long as the rescuer has not had more than its fair share of that CPU: beyond that it
+//! waits behind the job all the same, which is why the monitor also keeps the runtime's
+//! other threads off a long job's CPU (`worker::monitor::steering`).
 //!
 //! A slice changes how a thread's CPU time is cut up, not its share of it: a CPU-bound job
 //! on a worker gets as much CPU as before, in shorter turns when something else wants the
