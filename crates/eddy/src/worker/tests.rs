@@ -175,6 +175,24 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Spawns a long job on `rt` that keeps work waiting on its worker (a far timer, so that
+/// the monitor sends help while it runs) and runs `hold` with its thread's id; returns the
+/// task and that id once the job has begun.
+fn spawn_long_job(
+    rt: &crate::Runtime,
+    hold: impl FnOnce(i32) + Send + 'static,
+) -> (crate::Task<()>, i32) {
+    let (tid_tx, tid_rx) = mpsc::channel();
+    let task = rt.handle().spawn(async move {
+        let timer = crate::call_later(Duration::from_secs(3600), || {});
+        let me = crate::worker::monitor::thread_state::current_tid();
+        tid_tx.send(me).unwrap();
+        hold(me);
+        timer.cancel();
+    });
+    (task, tid_rx.recv_timeout(PATIENCE).unwrap())
+}
+
 /// While a worker spins in a long job, the monitor keeps its sibling off the job's CPU
 /// (`monitor::steering`), and once the job is over the sibling may run on all its own CPUs
 /// again.
@@ -190,13 +208,8 @@ fn a_sibling_is_kept_off_the_cpu_of_a_long_job_until_it_ends() {
         }
         let release = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let on_cpu = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
-        let (tid_tx, tid_rx) = mpsc::channel();
         let (spin_release, spin_cpu) = (release.clone(), on_cpu.clone());
-        let held = rt.handle().spawn(async move {
-            // Work waiting on this worker for as long as the job runs: help is sent.
-            let timer = crate::call_later(Duration::from_secs(3600), || {});
-            let me = crate::worker::monitor::thread_state::current_tid();
-            tid_tx.send(me).unwrap();
+        let (held, spinner) = spawn_long_job(&rt, move |me| {
             while !spin_release.load(SeqCst) {
                 if let Some(cpu) =
                     crate::worker::monitor::thread_state::read(me).and_then(|t| t.cpu)
@@ -204,9 +217,7 @@ fn a_sibling_is_kept_off_the_cpu_of_a_long_job_until_it_ends() {
                     spin_cpu.store(cpu, SeqCst);
                 }
             }
-            timer.cancel();
         });
-        let spinner = tid_rx.recv_timeout(PATIENCE).unwrap();
         // Each worker publishes its id as its thread starts.
         let tids = || -> Vec<i32> { shared.workers.iter().map(|w| w.tid.load(SeqCst)).collect() };
         wait_for("a worker thread never started", || !tids().contains(&0));
@@ -235,18 +246,8 @@ fn a_worker_blocked_in_a_long_job_keeps_nobody_off_its_cpu() {
         let rt = Builder::new().workers(2).spare_workers(0).build().unwrap();
         let shared = rt.shared().clone();
         let own = allowed_cpus(0);
-        let (tid_tx, tid_rx) = mpsc::channel();
         let (release_tx, release_rx) = mpsc::channel::<()>();
-        let held = rt.handle().spawn(async move {
-            // Work waiting on this worker for as long as the job runs: help is sent.
-            let timer = crate::call_later(Duration::from_secs(3600), || {});
-            tid_tx
-                .send(crate::worker::monitor::thread_state::current_tid())
-                .unwrap();
-            release_rx.recv().unwrap();
-            timer.cancel();
-        });
-        let blocked = tid_rx.recv_timeout(PATIENCE).unwrap();
+        let (held, blocked) = spawn_long_job(&rt, move |_| release_rx.recv().unwrap());
         // Seen blocked at two looks: the steering of the first of them is done.
         wait_for("the held worker was never seen blocked twice", || {
             shared.monitor.blocked_seen() >= 2
