@@ -6,18 +6,17 @@
 //! unless another CPU is idle at that instant. On a loaded machine that is often the long
 //! job's CPU: there the helper shares the CPU fairly with the job, and once it has had its
 //! share it waits for the job's turn to end, a timer tick or more (a `perf sched` trace of
-//! the `mixed` benchmark shows helpers and the monitor queued 2-4 ms behind the job while
+//! the `mixed` benchmark shows helpers and the monitor queued 1-4 ms behind the job while
 //! the other CPU idled between the client's turns; docs/benchmark-log.md). The kernel's
 //! balancer does not move them: it leaves recently run threads where they are, and skips
 //! CPUs that idle only for moments.
 //!
 //! So while a worker is stuck in a long job, the monitor narrows the CPU affinity of the
-//! runtime's other threads to their own set without the CPUs those jobs run on, and gives
-//! them their own set back once no worker is in a long job. A thread whose set would be
-//! left empty (every allowed CPU runs a long job, or the user pinned it to that CPU) keeps
-//! its own. The jobs themselves are never moved or slowed: only who shares their CPU
-//! changes. This is Go's handoff of a stuck P to another thread, applied to where that
-//! thread runs.
+//! other workers and the spares to their own set without the CPUs those jobs run on, and
+//! gives them their own set back once no worker is in a long job (not its own: see
+//! `monitor::steer_helpers`). A thread whose set would be left empty (every allowed CPU
+//! runs a long job, or the user pinned it to that CPU) keeps its own. The jobs themselves
+//! are never moved or slowed: only who shares their CPU changes.
 
 use std::io;
 
