@@ -172,7 +172,7 @@ impl Builder {
     /// long job, the runtime narrows the CPU affinity of the other workers to their own set
     /// without that job's CPU, so that what they serve for the busy worker does not wait
     /// behind its job for a turn on its CPU, and gives them their set back once the job is
-    /// over.
+    /// over (unless their set was changed meanwhile: that change stands).
     ///
     /// # Examples
     ///

@@ -15,8 +15,9 @@
 //! other workers and the spares to their own set without the CPUs those jobs run on, and
 //! gives them their own set back once no worker is in a long job (not its own: see
 //! `monitor::steer_helpers`). A thread whose set would be left empty (every allowed CPU
-//! runs a long job, or the user pinned it to that CPU) keeps its own. The jobs themselves
-//! are never moved or slowed: only who shares their CPU changes.
+//! runs a long job, or the user pinned it to that CPU) keeps its own, and a thread whose
+//! set was changed by someone else while it was narrowed keeps that change. The jobs
+//! themselves are never moved or slowed: only who shares their CPU changes.
 
 use std::io;
 
@@ -85,7 +86,7 @@ impl CpuSet {
         (changed && count > 0).then_some(left)
     }
 
-    #[cfg(test)]
+    /// Whether both sets hold the same CPUs.
     fn same_as(&self, other: &CpuSet) -> bool {
         // SAFETY: `CPU_EQUAL` only reads both sets.
         unsafe { libc::CPU_EQUAL(&self.0, &other.0) }
@@ -145,8 +146,16 @@ impl Affinity for Kernel {
 pub(crate) struct Steering {
     /// The CPUs of the long jobs, sorted; empty while nothing is steered.
     away_from: Vec<usize>,
-    /// Each steered thread and its own set, as read before narrowing it.
-    own: Vec<(i32, CpuSet)>,
+    /// Each steered thread, its own set as read before narrowing it, and the narrowed set.
+    own: Vec<Steered>,
+}
+
+/// A thread the monitor has narrowed.
+#[derive(Debug)]
+struct Steered {
+    tid: i32,
+    own: CpuSet,
+    narrowed: CpuSet,
 }
 
 impl Steering {
@@ -174,17 +183,25 @@ impl Steering {
             let Ok(own) = affinity.get(tid) else { continue };
             if let Some(narrowed) = own.without(&long_jobs) {
                 if affinity.set(tid, &narrowed).is_ok() {
-                    self.own.push((tid, own));
+                    self.own.push(Steered { tid, own, narrowed });
                 }
             }
         }
         self.away_from = long_jobs;
     }
 
-    /// Gives every steered thread its own set back.
+    /// Gives every steered thread its own set back, unless its set is no longer the one
+    /// the monitor gave it: then someone else (its user, through `on_thread_start` or
+    /// `taskset`) has set it since, and that stands. (A change made between this read and
+    /// the write below is overwritten: a window of one system call.)
     pub(crate) fn release(&mut self, affinity: &impl Affinity) {
-        for (tid, own) in self.own.drain(..) {
-            let _ = affinity.set(tid, &own);
+        for s in self.own.drain(..) {
+            if affinity
+                .get(s.tid)
+                .is_ok_and(|now| now.same_as(&s.narrowed))
+            {
+                let _ = affinity.set(s.tid, &s.own);
+            }
         }
         self.away_from.clear();
     }
@@ -192,7 +209,7 @@ impl Steering {
     /// Whether `tid` is steered now.
     #[cfg(test)]
     pub(crate) fn steers(&self, tid: i32) -> bool {
-        self.own.iter().any(|(t, _)| *t == tid)
+        self.own.iter().any(|s| s.tid == tid)
     }
 }
 
@@ -283,6 +300,31 @@ mod tests {
         steering.update(&fake, vec![0, 1], [11]);
         assert!(fake.of(11).same_as(&CpuSet::first(2)));
         assert!(!steering.steers(11));
+    }
+
+    #[test]
+    fn a_set_changed_by_someone_else_while_narrowed_is_left_as_they_set_it() {
+        let fake = Fake::with(&[(10, CpuSet::first(4)), (11, CpuSet::first(4))]);
+        let mut steering = Steering::default();
+        steering.update(&fake, vec![1], [10, 11]);
+        // The user pins thread 10 to CPU 3 while the job runs.
+        fake.set(10, &CpuSet::only(3)).unwrap();
+        steering.update(&fake, vec![], [10, 11]);
+        assert_eq!(cpus(&fake.of(10)), [3], "the user's pinning stands");
+        assert!(
+            fake.of(11).same_as(&CpuSet::first(4)),
+            "the other gets its own back"
+        );
+        // The same when the job moves: 10 keeps the user's set, and is steered from it.
+        steering.update(&fake, vec![2], [10, 11]);
+        fake.set(11, &CpuSet::first(2)).unwrap();
+        steering.update(&fake, vec![0], [10, 11]);
+        assert_eq!(cpus(&fake.of(10)), [3]);
+        assert_eq!(
+            cpus(&fake.of(11)),
+            [1],
+            "the user's set, narrowed off CPU 0"
+        );
     }
 
     #[test]
