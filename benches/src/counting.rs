@@ -7,11 +7,24 @@
 //! ```
 //!
 //! The timing benches do not: the counters would distort them.
+//!
+//! Built with the `mimalloc` feature it counts in front of mimalloc instead of the system
+//! allocator (glibc's malloc): an allocator that gives freed pages back to the kernel, so
+//! that the resident set follows what the program holds (see `soak`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+#[cfg(not(feature = "mimalloc"))]
+use std::alloc::System as Inner;
+use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
-/// The system allocator, counting live bytes, bytes allocated, allocations and their sizes.
+#[cfg(feature = "mimalloc")]
+use mimalloc::MiMalloc as Inner;
+
+/// The allocator behind the counters.
+const INNER: Inner = Inner;
+
+/// The system allocator (or mimalloc, see the module notes), counting live bytes, bytes
+/// allocated, allocations and their sizes.
 #[derive(Debug)]
 pub struct Counting;
 
@@ -65,12 +78,13 @@ fn count(size: usize) {
     live_change(size, 1);
 }
 
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so this
-// allocator upholds exactly the contract `System` does; the counters are plain atomics.
+// SAFETY: every method forwards to `INNER` (the system allocator or mimalloc) with the
+// caller's arguments unchanged, so this allocator upholds exactly the contract `INNER` does;
+// the counters are plain atomics.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::alloc`'s contract.
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { INNER.alloc(layout) };
         if !p.is_null() {
             count(layout.size());
             crate::call_sites::on_alloc(p, layout.size());
@@ -80,7 +94,7 @@ unsafe impl GlobalAlloc for Counting {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded unchanged; the caller upholds `alloc_zeroed`'s contract.
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { INNER.alloc_zeroed(layout) };
         if !p.is_null() {
             count(layout.size());
             crate::call_sites::on_alloc(p, layout.size());
@@ -91,9 +105,9 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // Before the free: once freed, the address may be handed to another thread.
         crate::call_sites::on_dealloc(ptr, layout.size());
-        // SAFETY: `ptr` was allocated by `System` (through us) with `layout`, as the caller
+        // SAFETY: `ptr` was allocated by `INNER` (through us) with `layout`, as the caller
         // guarantees, so forwarding unchanged is sound.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { INNER.dealloc(ptr, layout) };
         LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
         live_change(layout.size(), -1);
     }
@@ -101,7 +115,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         crate::call_sites::on_dealloc(ptr, layout.size());
         // SAFETY: forwarded unchanged; the caller upholds `GlobalAlloc::realloc`'s contract.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        let p = unsafe { INNER.realloc(ptr, layout, new_size) };
         if !p.is_null() {
             crate::call_sites::on_alloc(p, new_size);
             LIVE.fetch_add(

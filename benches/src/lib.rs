@@ -15,10 +15,12 @@ pub mod call_sites;
 pub mod counting;
 pub mod runtimes;
 pub mod server;
+pub mod tcp;
 pub mod util;
 pub mod workloads;
 
 pub use runtimes::{Eddy, Hung, JoinTask, Runtime, Smol, Tokio};
+pub use tcp::Tcp;
 pub use util::{block_on_timeout, Countdown, Lcg};
 pub use workloads::Workload;
 

@@ -7,6 +7,7 @@
 //! | yield                         | `eddy::yield_now`                     | `tokio::task::yield_now`          | `futures_lite::future::yield_now`     |
 //! | call soon, inside a task      | `eddy::call_soon`                     | spawn `async move { f() }`        | spawn `async move { f() }`            |
 //! | call soon, foreign thread     | `RuntimeHandle::call_soon_threadsafe` | `Handle::spawn(async { f() })`    | `Executor::spawn(async { f() })`      |
+//! | sleep, inside a task          | `eddy::time::sleep`                   | `tokio::time::sleep`              | `async_io::Timer::after`              |
 //! | call later / cancel           | `eddy::call_later` / `TimerHandle::cancel` | spawn `sleep(d).await; f()` / `JoinHandle::abort` | spawn `Timer::after(d).await; f()` / drop the `Task` |
 //!
 //! All three are built with [`WORKERS`](crate::WORKERS) worker threads. tokio is built with
@@ -85,6 +86,8 @@ pub trait Runtime: Sized + 'static {
         F::Output: Send + 'static;
     /// Yields to the scheduler once.
     fn yield_now() -> impl Future<Output = ()> + Send;
+    /// Waits for `d`, called from inside a task.
+    fn sleep(d: Duration) -> impl Future<Output = ()> + Send;
     /// Runs `f` soon, called from inside a task (eddy: a callback; others: a task).
     fn call_soon(f: impl FnOnce() + Send + 'static);
     /// Runs `f` soon, called from a foreign thread (eddy: a callback; others: a task).
@@ -122,6 +125,13 @@ pub trait Runtime: Sized + 'static {
 #[derive(Debug)]
 pub struct Eddy {
     rt: eddy::Runtime,
+}
+
+impl Eddy {
+    /// The runtime itself, for what only eddy has (its metrics, say).
+    pub fn runtime(&self) -> &eddy::Runtime {
+        &self.rt
+    }
 }
 
 /// [`JoinTask`] of eddy.
@@ -184,6 +194,10 @@ impl Runtime for Eddy {
 
     fn yield_now() -> impl Future<Output = ()> + Send {
         eddy::yield_now()
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
+        eddy::time::sleep(d)
     }
 
     fn call_soon(f: impl FnOnce() + Send + 'static) {
@@ -280,6 +294,10 @@ impl Runtime for Tokio {
 
     fn yield_now() -> impl Future<Output = ()> + Send {
         tokio::task::yield_now()
+    }
+
+    fn sleep(d: Duration) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(d)
     }
 
     fn call_soon(f: impl FnOnce() + Send + 'static) {
@@ -405,6 +423,10 @@ impl Runtime for Smol {
 
     fn yield_now() -> impl Future<Output = ()> + Send {
         futures_lite::future::yield_now()
+    }
+
+    async fn sleep(d: Duration) {
+        async_io::Timer::after(d).await;
     }
 
     fn call_soon(f: impl FnOnce() + Send + 'static) {
