@@ -168,6 +168,13 @@ impl Runtime for Eddy {
         if std::env::var_os("EDDY_BENCH_KERNEL_SLICE").is_some() {
             builder = builder.worker_time_slice(None);
         }
+        // Another: how many spare workers the monitor may start (the default otherwise).
+        if let Some(n) = std::env::var("EDDY_BENCH_SPARES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            builder = builder.spare_workers(n);
+        }
         let rt = builder.build().expect("build eddy runtime");
         Eddy { rt }
     }
