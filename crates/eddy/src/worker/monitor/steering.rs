@@ -147,7 +147,7 @@ pub(crate) struct Steering {
     /// The CPUs of the long jobs, sorted; empty while nothing is steered.
     away_from: Vec<usize>,
     /// Each steered thread, its own set as read before narrowing it, and the narrowed set.
-    own: Vec<Steered>,
+    steered: Vec<Steered>,
 }
 
 /// A thread the monitor has narrowed.
@@ -183,7 +183,7 @@ impl Steering {
             let Ok(own) = affinity.get(tid) else { continue };
             if let Some(narrowed) = own.without(&long_jobs) {
                 if affinity.set(tid, &narrowed).is_ok() {
-                    self.own.push(Steered { tid, own, narrowed });
+                    self.steered.push(Steered { tid, own, narrowed });
                 }
             }
         }
@@ -191,11 +191,11 @@ impl Steering {
     }
 
     /// Gives every steered thread its own set back, unless its set is no longer the one
-    /// the monitor gave it: then someone else (its user, through `on_thread_start` or
-    /// `taskset`) has set it since, and that stands. (A change made between this read and
+    /// the monitor gave it: then someone else (a task on that thread, or `taskset`) has
+    /// set it since, and that stands. (A change made between this read and
     /// the write below is overwritten: a window of one system call.)
     pub(crate) fn release(&mut self, affinity: &impl Affinity) {
-        for s in self.own.drain(..) {
+        for s in self.steered.drain(..) {
             if affinity
                 .get(s.tid)
                 .is_ok_and(|now| now.same_as(&s.narrowed))
@@ -209,7 +209,7 @@ impl Steering {
     /// Whether `tid` is steered now.
     #[cfg(test)]
     pub(crate) fn steers(&self, tid: i32) -> bool {
-        self.own.iter().any(|s| s.tid == tid)
+        self.steered.iter().any(|s| s.tid == tid)
     }
 }
 
